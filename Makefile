@@ -1,0 +1,38 @@
+# gpuserve.sglang: the two commands of the README, and the pieces they are made of.
+SHELL := /bin/bash
+export PATH := $(CURDIR)/.venv/bin:$(PATH)
+
+.PHONY: demo test venv engine image lint sanity unit molecule build demo-clean clean
+
+demo:                ## the full deploy against a local systemd test host
+	scripts/demo.sh
+
+test:                ## lint, sanity, unit tests and every molecule scenario
+	scripts/test.sh
+
+venv:
+	scripts/venv.sh && scripts/collection-link.sh
+
+engine:
+	scripts/docker-engine.sh up && scripts/systemd-image.sh
+
+lint: venv
+	ansible-lint --profile production
+
+sanity: venv
+	scripts/sanity.sh
+
+unit: venv
+	python -m pytest tests/unit -q -p no:cacheprovider
+
+molecule: venv engine    ## one scenario alone: make molecule S=server
+	scripts/molecule-all.sh $(S)
+
+build: venv
+	ansible-galaxy collection build --force --output-path .cache/dist .
+
+demo-clean:          ## remove the demo host (and the engine, if make demo started it)
+	scripts/demo.sh --clean
+
+clean:
+	rm -rf .cache/dist

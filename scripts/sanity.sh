@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# ansible-test sanity on the collection, offline-safe (see docs/development.md):
+# ansible-test bootstraps pip in each test venv with a script from Ansible's CI file server,
+# which is unreachable here; we put our own bootstrap script in its cache path. It runs
+# ensurepip and installs pip==24.2 (truststore: uses the system CA store) from a local wheel.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+VENV="$ROOT/.venv"
+PIPVER=24.2
+CACHE="$HOME/.ansible/test/cache"
+WHEELS="$ROOT/.cache/pip-bootstrap"
+mkdir -p "$CACHE" "$WHEELS"
+if ! ls "$WHEELS"/pip-$PIPVER-*.whl >/dev/null 2>&1; then
+  "$VENV/bin/python" -m pip download -q --no-deps -d "$WHEELS" "pip==$PIPVER"
+fi
+cat > "$CACHE/get_pip_${PIPVER//./_}.py" <<PY
+# Offline stand-in for ansible-test's pip bootstrap script (written by scripts/sanity.sh).
+import subprocess, sys
+subprocess.run([sys.executable, "-m", "ensurepip", "--default-pip"], check=True,
+               stdout=subprocess.DEVNULL)
+subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                "--no-index", "--find-links", "$WHEELS", "pip==$PIPVER"], check=True)
+PY
+"$ROOT/scripts/collection-link.sh"
+cd "$ROOT/.cache/collections/ansible_collections/gpuserve/sglang"
+PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+export PATH="$VENV/bin:$PATH"
+exec ansible-test sanity --python "$PY" --color no "$@"
