@@ -1,0 +1,486 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""SGLang 0.5.9's memory math, done ahead of time: KV cache per GPU, HiCache host pool, RAM check.
+
+Private to the collection. The formulas are SGLang's own (see docs/memory-planning.md):
+
+- KV tokens per rank (model_runner_kv_cache_mixin ``profile_max_num_token``):
+  ``rest = available - total * (1 - mem_fraction_static)``; ``tokens = int(rest * 2**30) // cell_size``,
+  then aligned down to the page size. ``total`` is the free GPU memory (GiB) SGLang measures before it
+  loads weights, ``available`` the free memory after loading them.
+- cell size: MLA ``(kv_lora_rank + qk_rope_head_dim) * layers * dtype_bytes`` (not divided by TP);
+  MHA ``max(1, kv_heads // tp) * head_dim * layers * 2 * dtype_bytes``.
+- KV pool bytes: ``(tokens + page_size) * cell_size`` (SGLang pads one page), printed in GiB as "KV size: X GB".
+- HiCache host pool per rank (memory_pool_host ``HostKVCache``): ``int(hicache_size * 1e9 // cell)`` when a
+  size is given, else ``int(tokens * ratio)``; then ``(size // page_size + 1) * page_size``; it must be larger
+  than the device pool; ``requested = size * cell`` must be <= ``MemAvailable - 10 GiB`` (each rank checks
+  alone); printed as ``requested / 1e9`` "GB".
+
+Units: GPU-side inputs and KV results are GiB (2**30 bytes), which SGLang's logs label "GB". HiCache's
+``size_gb`` and the ``*_gb`` host-pool results are 10**9 bytes, as SGLang's ``--hicache-size`` and its
+"Allocating X GB host memory" line use them. Every size is also returned in bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+
+GIB = 1 << 30
+GB = 1000 ** 3
+# SGLang keeps this much host memory free when it sizes the HiCache pool ("preserve at least 10GB").
+HICACHE_RESERVE_BYTES = 10 * GIB
+
+DTYPE_BYTES = {
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "float16": 2,
+    "half": 2,
+    "float32": 4,
+    "fp32": 4,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+KV_DTYPES = ("auto",) + tuple(sorted(DTYPE_BYTES))
+
+
+class PlanError(ValueError):
+    """Input that cannot be planned (a clear message for the operator)."""
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model geometry
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _text_config(config):
+    """Multimodal configs (Kimi-K2.5, Qwen-VL ...) keep the language model under text_config."""
+    for key in ("text_config", "language_config", "llm_config"):
+        sub = config.get(key)
+        if isinstance(sub, dict) and sub.get("num_hidden_layers"):
+            return sub
+    return config
+
+
+def geometry_from_config(config):
+    """The KV geometry SGLang uses, from a HuggingFace config.json dict."""
+    if not isinstance(config, dict):
+        raise PlanError("config.json is not a JSON object")
+    text = _text_config(config)
+    layers = text.get("num_hidden_layers")
+    if not layers:
+        raise PlanError("config.json has no num_hidden_layers (looked in the top level and in text_config)")
+    dtype = text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype") or config.get("dtype")
+    geometry = {
+        "num_layers": int(layers),
+        "model_type": text.get("model_type") or config.get("model_type"),
+        "architectures": config.get("architectures") or text.get("architectures") or [],
+        "model_dtype": dtype if isinstance(dtype, str) else None,
+    }
+    if text.get("kv_lora_rank"):
+        if text.get("qk_rope_head_dim") is None:
+            raise PlanError("config.json has kv_lora_rank but no qk_rope_head_dim")
+        geometry.update(
+            attention="mla",
+            kv_lora_rank=int(text["kv_lora_rank"]),
+            qk_rope_head_dim=int(text["qk_rope_head_dim"]),
+        )
+        return geometry
+    heads = text.get("num_attention_heads")
+    if not heads:
+        raise PlanError("config.json has neither MLA fields (kv_lora_rank) nor num_attention_heads")
+    kv_heads = text.get("num_key_value_heads") or heads
+    head_dim = text.get("head_dim")
+    if not head_dim:
+        hidden = text.get("hidden_size")
+        if not hidden:
+            raise PlanError("config.json has no head_dim and no hidden_size to derive it from")
+        head_dim = int(hidden) // int(heads)
+    geometry.update(attention="mha", num_kv_heads=int(kv_heads), head_dim=int(head_dim))
+    return geometry
+
+
+def load_model_config(model_path):
+    """Read <model_path>/config.json (or model_path itself when it is the file)."""
+    path = model_path
+    if os.path.isdir(path):
+        path = os.path.join(path, "config.json")
+    if not os.path.isfile(path):
+        raise PlanError("no config.json at %s" % path)
+    try:
+        with open(path, "r") as handle:
+            return json.load(handle)
+    except ValueError as exc:
+        raise PlanError("%s is not valid JSON: %s" % (path, exc))
+
+
+def normalize_geometry(geometry):
+    """Check an explicit geometry dict (from the module's ``geometry`` option)."""
+    geometry = dict((k, v) for k, v in geometry.items() if v is not None)
+    if "attention" not in geometry:
+        geometry["attention"] = "mla" if geometry.get("kv_lora_rank") else "mha"
+    if geometry["attention"] not in ("mla", "mha"):
+        raise PlanError("geometry.attention must be mla or mha, not %r" % geometry["attention"])
+    need = ("kv_lora_rank", "qk_rope_head_dim", "num_layers") if geometry["attention"] == "mla" else (
+        "num_kv_heads", "head_dim", "num_layers")
+    missing = [k for k in need if not geometry.get(k)]
+    if missing:
+        raise PlanError("geometry (%s) needs %s" % (geometry["attention"], ", ".join(missing)))
+    for key in need:
+        geometry[key] = int(geometry[key])
+    return geometry
+
+
+def dtype_bytes(kv_dtype, model_dtype=None):
+    """Bytes per element of the KV cache. "auto" is the model's dtype (bf16 for the models we serve)."""
+    kv_dtype = (kv_dtype or "auto").lower()
+    if kv_dtype == "auto":
+        return DTYPE_BYTES.get(str(model_dtype or "bfloat16").lower(), 2)
+    if kv_dtype not in DTYPE_BYTES:
+        raise PlanError("kv_dtype %r is not one of %s" % (kv_dtype, ", ".join(KV_DTYPES)))
+    return DTYPE_BYTES[kv_dtype]
+
+
+def cell_size(geometry, elem_bytes, tp):
+    """Bytes of KV cache per token per rank, as SGLang's get_cell_size_per_token computes it."""
+    if geometry["attention"] == "mla":
+        return (geometry["kv_lora_rank"] + geometry["qk_rope_head_dim"]) * geometry["num_layers"] * elem_bytes
+    kv_heads_per_rank = max(1, geometry["num_kv_heads"] // tp)
+    return kv_heads_per_rank * geometry["head_dim"] * geometry["num_layers"] * 2 * elem_bytes
+
+
+def describe_cell(geometry, elem_bytes, tp):
+    if geometry["attention"] == "mla":
+        return "MLA (%d + %d) x %d layers x %d bytes" % (
+            geometry["kv_lora_rank"], geometry["qk_rope_head_dim"], geometry["num_layers"], elem_bytes)
+    return "MHA %d KV heads/rank x %d head_dim x %d layers x 2 (K,V) x %d bytes" % (
+        max(1, geometry["num_kv_heads"] // tp), geometry["head_dim"], geometry["num_layers"], elem_bytes)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Host facts
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def parse_meminfo(text):
+    """/proc/meminfo -> dict of bytes (the kernel's "kB" is KiB)."""
+    values = {}
+    for line in text.splitlines():
+        if ":" not in line:
+            continue
+        key, rest = line.split(":", 1)
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            number = int(parts[0])
+        except ValueError:
+            continue
+        unit = parts[1].lower() if len(parts) > 1 else ""
+        values[key.strip()] = number * 1024 if unit == "kb" else number
+    return values
+
+
+def model_files_bytes(model_path):
+    """Total size of the weight files under a model directory (safetensors, else *.bin / *.pt)."""
+    if not model_path or not os.path.isdir(model_path):
+        return 0
+    total = 0
+    fallback = 0
+    for root, _dirs, files in os.walk(model_path):
+        for name in files:
+            full = os.path.join(root, name)
+            try:
+                size = os.path.getsize(full)
+            except OSError:
+                continue
+            if name.endswith(".safetensors"):
+                total += size
+            elif name.endswith((".bin", ".pt", ".pth")):
+                fallback += size
+    return total or fallback
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The plan
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def device_tokens(total_gib, weights_gib, mem_fraction_static, cell, page_size):
+    """SGLang's profile_max_num_token, then the page alignment of init_memory_pool."""
+    available = total_gib - weights_gib
+    rest = available - total_gib * (1 - mem_fraction_static)
+    tokens = int(rest * (1 << 30)) // cell
+    if tokens > 0:
+        tokens = tokens // page_size * page_size
+    return tokens, rest, available
+
+
+def host_tokens(dev_tokens, cell, page_size, ratio=None, size_gb=0):
+    """HostKVCache's pool size: from --hicache-size (GB, 1e9) when > 0, else device tokens x ratio."""
+    if size_gb and size_gb > 0:
+        size = int(size_gb * 1e9 // cell)
+    else:
+        size = int(dev_tokens * ratio)
+    page_num = size // page_size + 1
+    return page_num * page_size
+
+
+def _largest_ratio(dev_tokens, cell, page_size, tp, budget):
+    """The largest HiCache ratio (2 decimals) whose pools for all ranks fit in ``budget`` bytes."""
+    if dev_tokens <= 0 or budget <= 0:
+        return None
+    pages = (budget // tp) // cell // page_size
+    if pages <= 0:
+        return None
+    ratio = math.floor((pages * page_size - 1) / float(dev_tokens) * 100) / 100.0
+    while ratio > 0 and tp * host_tokens(dev_tokens, cell, page_size, ratio=ratio) * cell > budget:
+        ratio = round(ratio - 0.01, 2)
+    return ratio if ratio > 0 else None
+
+
+def _largest_size_gb(cell, page_size, tp, budget):
+    """The largest integer --hicache-size (GB per rank) whose pools for all ranks fit in ``budget`` bytes."""
+    size = int(budget // tp // GB)
+    while size > 0 and tp * host_tokens(0, cell, page_size, size_gb=size) * cell > budget:
+        size -= 1
+    return size if size > 0 else None
+
+
+def _r(value, digits=2):
+    return None if value is None else round(value, digits)
+
+
+def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_available_bytes=None,
+              hicache=True, ratio=2.0, size_gb=0, kv_dtype="auto", page_size=1, name=None):
+    """One plan: a dict of numbers, ``fits``, ``problems`` and a one-paragraph ``summary``."""
+    if int(tp) < 1:
+        raise PlanError("tp must be >= 1, not %r" % tp)
+    tp = int(tp)
+    if not 0 < float(mem_fraction_static) < 1:
+        raise PlanError("mem_fraction_static must be between 0 and 1 (exclusive), not %r" % mem_fraction_static)
+    mem_fraction_static = float(mem_fraction_static)
+    if int(page_size) < 1:
+        raise PlanError("page_size must be >= 1, not %r" % page_size)
+    page_size = int(page_size)
+    if total_gib is None or total_gib <= 0:
+        raise PlanError("the GPU memory SGLang starts from must be > 0 GiB, not %r" % total_gib)
+    if weights_gib is None or weights_gib < 0:
+        raise PlanError("weights per GPU must be >= 0 GiB, not %r" % weights_gib)
+    if hicache and not (size_gb and size_gb > 0) and (ratio is None or float(ratio) <= 1):
+        raise PlanError("HiCache ratio must be > 1 (SGLang: the host pool must be larger than the device pool), not %r"
+                        % ratio)
+    geometry = normalize_geometry(geometry)
+    elem = dtype_bytes(kv_dtype, geometry.get("model_dtype"))
+    cell = cell_size(geometry, elem, tp)
+
+    tokens, rest, available = device_tokens(total_gib, weights_gib, mem_fraction_static, cell, page_size)
+    problems = []
+    plan = {
+        "name": name,
+        "tp": tp,
+        "mem_fraction_static": mem_fraction_static,
+        "kv_dtype": kv_dtype,
+        "kv_dtype_bytes": elem,
+        "page_size": page_size,
+        "geometry": geometry,
+        "cell_size_bytes": cell,
+        "cell_size_formula": describe_cell(geometry, elem, tp),
+        "gpu_total_gb": _r(total_gib, 3),
+        "weights_gb_per_gpu": _r(weights_gib, 3),
+        "gpu_available_after_weights_gb": _r(available, 3),
+        "gpu_reserved_gb": _r(total_gib * (1 - mem_fraction_static), 3),
+        "kv_rest_gb": _r(rest, 3),
+        "kv_tokens_per_rank": max(tokens, 0),
+        "kv_bytes_per_rank": 0,
+        "kv_gb_per_rank": 0.0,
+        "hicache": bool(hicache),
+        "hicache_ratio": float(ratio) if ratio is not None else None,
+        "hicache_size_gb": size_gb or 0,
+    }
+    if tokens <= 0:
+        problems.append(
+            "no room for the KV cache: %.2f GiB free after %.2f GiB of weights, but mem_fraction_static %.2f keeps "
+            "%.2f GiB back (SGLang: \"Not enough memory. Please try to increase --mem-fraction-static.\")"
+            % (available, weights_gib, mem_fraction_static, total_gib * (1 - mem_fraction_static)))
+    else:
+        kv_bytes = (tokens + page_size) * cell
+        plan["kv_bytes_per_rank"] = kv_bytes
+        plan["kv_gb_per_rank"] = _r(kv_bytes / float(GIB))
+
+    mem = mem_available_bytes
+    plan["mem_available_bytes"] = mem
+    plan["mem_available_gb"] = _r(mem / float(GB)) if mem is not None else None
+    plan["mem_available_gib"] = _r(mem / float(GIB)) if mem is not None else None
+    plan["hicache_reserve_bytes"] = HICACHE_RESERVE_BYTES
+    budget = (mem - HICACHE_RESERVE_BYTES) if mem is not None else None
+
+    if hicache and tokens > 0:
+        htokens = host_tokens(tokens, cell, page_size, ratio=ratio, size_gb=size_gb)
+        requested = htokens * cell
+        total_pinned = requested * tp
+        effective_ratio = htokens / float(tokens)
+        plan.update(
+            host_tokens_per_rank=htokens,
+            host_effective_ratio=_r(effective_ratio, 3),
+            host_pool_bytes_per_rank=requested,
+            host_pool_gb_per_rank=_r(requested / float(GB)),
+            host_pool_gib_per_rank=_r(requested / float(GIB)),
+            host_pool_bytes_total=total_pinned,
+            host_pool_gb_total=_r(total_pinned / float(GB), 1),
+            host_pool_gib_total=_r(total_pinned / float(GIB), 1),
+        )
+        if htokens <= tokens:
+            problems.append(
+                "the HiCache host pool (%d tokens) is not larger than the device pool (%d tokens); SGLang refuses it: "
+                "\"The host memory should be larger than the device memory with the current protocol\""
+                % (htokens, tokens))
+        if budget is not None:
+            plan["rank_check_ok"] = requested <= budget
+            plan["ram_fits"] = total_pinned <= budget
+            plan["ram_left_after_pinning_bytes"] = mem - total_pinned
+            plan["ram_left_after_pinning_gb"] = _r((mem - total_pinned) / float(GB), 1)
+            plan["ram_left_after_pinning_gib"] = _r((mem - total_pinned) / float(GIB), 1)
+            plan["max_ratio"] = _largest_ratio(tokens, cell, page_size, tp, budget)
+            plan["max_hicache_size_gb"] = _largest_size_gb(cell, page_size, tp, budget)
+            if plan["max_ratio"] is not None and plan["max_ratio"] <= 1:
+                plan["max_ratio"] = None
+            if not plan["ram_fits"]:
+                what = ("--hicache-size %s GB" % size_gb) if size_gb else ("ratio %s" % ratio)
+                largest = ("the largest ratio that fits is %.2f (or --hicache-size %s per rank)"
+                           % (plan["max_ratio"], plan["max_hicache_size_gb"])) if plan["max_ratio"] else \
+                    "no HiCache ratio > 1 fits in this RAM"
+                problems.append(
+                    "HiCache %s needs %.2f GB pinned per rank x %d ranks = %.1f GB, but MemAvailable is %.1f GB and "
+                    "SGLang keeps 10 GiB (10.7 GB) free: %.1f GB can be pinned; %s"
+                    % (what, requested / float(GB), tp, total_pinned / float(GB), mem / float(GB),
+                       budget / float(GB), largest))
+        else:
+            plan["rank_check_ok"] = None
+            plan["ram_fits"] = None
+            plan["max_ratio"] = None
+            plan["max_hicache_size_gb"] = None
+    plan["problems"] = problems
+    plan["fits"] = not problems
+    plan["summary"] = summarize(plan)
+    return plan
+
+
+def summarize(plan):
+    """A one-paragraph human summary of a plan."""
+    parts = []
+    parts.append(
+        "TP %d, mem_fraction_static %.2f, KV %s: each GPU starts from %.2f GiB, %.2f GiB of weights leave "
+        "%.2f GiB, of which %.2f GiB stay outside the static pool."
+        % (plan["tp"], plan["mem_fraction_static"], plan["kv_dtype"], plan["gpu_total_gb"],
+           plan["weights_gb_per_gpu"], plan["gpu_available_after_weights_gb"], plan["gpu_reserved_gb"]))
+    if plan["kv_tokens_per_rank"] > 0:
+        parts.append(
+            "KV cache per rank: %.2f GB (GiB, as SGLang prints it) = %s tokens at %s bytes per token (%s)."
+            % (plan["kv_gb_per_rank"], "{:,}".format(plan["kv_tokens_per_rank"]),
+               "{:,}".format(plan["cell_size_bytes"]), plan["cell_size_formula"]))
+    if plan["hicache"] and "host_pool_bytes_per_rank" in plan:
+        what = ("--hicache-size %s" % plan["hicache_size_gb"]) if plan["hicache_size_gb"] else \
+            ("ratio %s" % plan["hicache_ratio"])
+        parts.append(
+            "HiCache %s pins %.2f GB (%.2f GiB) per rank, %.1f GB (%.1f GiB) for %d ranks."
+            % (what, plan["host_pool_gb_per_rank"], plan["host_pool_gib_per_rank"], plan["host_pool_gb_total"],
+               plan["host_pool_gib_total"], plan["tp"]))
+        if plan.get("mem_available_bytes") is not None:
+            parts.append(
+                "MemAvailable %.1f GB (%.1f GiB) less SGLang's 10 GiB reserve; %.1f GB would be left after pinning."
+                % (plan["mem_available_gb"], plan["mem_available_gib"], plan["ram_left_after_pinning_gb"]))
+            if plan.get("max_ratio"):
+                parts.append("The largest ratio that fits is %.2f (--hicache-size %s per rank)."
+                             % (plan["max_ratio"], plan["max_hicache_size_gb"]))
+    elif not plan["hicache"]:
+        parts.append("HiCache is off.")
+    parts.append("Fits." if plan["fits"] else "Does NOT fit: " + "; ".join(plan["problems"]) + ".")
+    return " ".join(parts)
+
+
+COMPARE_KEYS = ("name", "tp", "mem_fraction_static", "ratio", "size_gb", "kv_dtype", "page_size", "hicache",
+                "weights_gb_per_gpu")
+
+
+def compare(base, alternatives):
+    """Plans for ``alternatives`` (dicts overriding ``base``'s make_plan arguments), plus a text table.
+
+    ``base`` holds make_plan's keyword arguments; an alternative may override name, tp, mem_fraction_static,
+    ratio, size_gb (a ratio given alone clears size_gb), kv_dtype, page_size, hicache, weights_gb_per_gpu.
+    """
+    rows = []
+    plans = []
+    for number, alt in enumerate(alternatives, 1):
+        unknown = sorted(set(alt) - set(COMPARE_KEYS))
+        if unknown:
+            raise PlanError("compare entry %d has unknown keys %s (allowed: %s)"
+                            % (number, ", ".join(unknown), ", ".join(COMPARE_KEYS)))
+        args = dict(base)
+        for key, value in alt.items():
+            if value is None:
+                continue
+            if key == "weights_gb_per_gpu":
+                args["weights_gib"] = value
+            else:
+                args[key] = value
+        if alt.get("ratio") is not None and alt.get("size_gb") is None:
+            args["size_gb"] = 0
+        args["name"] = alt.get("name") or "alt%d" % number
+        plan = make_plan(**args)
+        plans.append(plan)
+        rows.append(
+            {
+                "name": plan["name"],
+                "kv_dtype": plan["kv_dtype"],
+                "mem_fraction_static": plan["mem_fraction_static"],
+                "hicache": (("size %sGB" % plan["hicache_size_gb"]) if plan["hicache_size_gb"]
+                            else ("ratio %g" % plan["hicache_ratio"])) if plan["hicache"] else "off",
+                "kv_tokens_per_rank": plan["kv_tokens_per_rank"],
+                "kv_gb_per_rank": plan["kv_gb_per_rank"],
+                "host_pool_gb_per_rank": plan.get("host_pool_gb_per_rank"),
+                "host_pool_gb_total": plan.get("host_pool_gb_total"),
+                "ram_left_after_pinning_gb": plan.get("ram_left_after_pinning_gb"),
+                "fits": plan["fits"],
+            }
+        )
+    return rows, plans, format_table(rows)
+
+
+def format_table(rows):
+    """A fixed-width text table of compare rows (one line per alternative)."""
+    columns = (
+        ("name", "name"),
+        ("kv_dtype", "kv dtype"),
+        ("mem_fraction_static", "mem frac"),
+        ("hicache", "hicache"),
+        ("kv_tokens_per_rank", "KV tokens/rank"),
+        ("kv_gb_per_rank", "KV GiB/rank"),
+        ("host_pool_gb_per_rank", "host GB/rank"),
+        ("host_pool_gb_total", "host GB total"),
+        ("ram_left_after_pinning_gb", "RAM left GB"),
+        ("fits", "fits"),
+    )
+
+    def cell(value):
+        if value is None:
+            return "-"
+        if isinstance(value, bool):
+            return "yes" if value else "NO"
+        if isinstance(value, int):
+            return "{:,}".format(value)
+        return str(value)
+
+    table = [[title for _key, title in columns]] + [[cell(row.get(key)) for key, _title in columns] for row in rows]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
+    lines = []
+    for number, line in enumerate(table):
+        lines.append("  ".join(text.ljust(widths[i]) if i == 0 else text.rjust(widths[i])
+                               for i, text in enumerate(line)).rstrip())
+        if number == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return lines
