@@ -1,0 +1,293 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_service
+short_description: Restart, start or verify an SGLang server unit and prove the new process is ready
+version_added: "0.1.0"
+description:
+  - Restarts (or starts, or only verifies) a systemd unit that runs an SGLang 0.5.9 server, rides through
+    the C(deactivating) state of a slow drain without blocking, follows the unit until its InvocationID
+    changes, and decides readiness from the journal lines of B(that) invocation only.
+  - Ready means the ready line of this invocation (default SGLang's C(The server is fired up and ready to roll!)),
+    HTTP 200 from O(health_url) when given, every O(expect) pattern matched, and with HiCache one
+    C(Allocating X GB host memory for hierarchical KV cache.) line per tensor-parallel rank before the ready line.
+  - Fails fast, quoting the line, when a fail pattern appears in this invocation; when the unit fails, enters
+    C(auto-restart), NRestarts grows or the InvocationID changes again (a crash loop); when the main process is
+    gone; and at the deadline, naming the phase it was stuck in.
+  - Issues at most one C(systemctl restart --no-block). When a stop or restart job is already in flight, or the
+    unit is deactivating, it waits for that instead of queueing another.
+  - Reads the journal with C(journalctl _SYSTEMD_INVOCATION_ID=<id> -o json --after-cursor=<cursor>), so the
+    cost does not grow with the unit's history.
+  - Runs on the target with the Python standard library, C(systemctl) and C(journalctl) only.
+author:
+  - gpuserve.sglang contributors
+options:
+  name:
+    description:
+      - The unit, for example V(sglang-kimi) or V(sglang-kimi.service). C(.service) is added when no unit suffix is given.
+    type: str
+    required: true
+  state:
+    description:
+      - V(restarted) queues one C(systemctl restart --no-block) (or joins a stop/restart already in flight) and
+        waits until the new invocation is ready.
+      - V(started) starts the unit only when it is not active (after a stop in flight ends), then waits until ready;
+        an active unit is verified as with V(verified).
+      - V(verified) changes nothing and verifies the current invocation (waits while it is still starting).
+    type: str
+    choices: [restarted, started, verified]
+    default: verified
+  timeout:
+    description:
+      - One deadline in seconds for stop, load and warm-up together.
+    type: int
+    default: 1800
+  health_url:
+    description:
+      - When set, readiness also needs HTTP 200 from this URL (GET, no proxy), for example V(http://127.0.0.1:30000/health).
+      - Polled only after the ready line appeared.
+    type: str
+  ready_pattern:
+    description:
+      - Regular expression (Python C(re.search)) of the ready line. Default is SGLang's ready line.
+    type: str
+    default: The server is fired up and ready to roll!
+  hicache:
+    description:
+      - Whether HiCache must be proven (one host-allocation line per rank before the ready line).
+      - Default is V(true) when the unit's C(ExecStart) has C(--enable-hierarchical-cache).
+    type: bool
+  ranks:
+    description:
+      - How many distinct ranks (C(TP0) ... C(TPn)) must show the HiCache host-allocation line in this invocation.
+      - Default is the C(ExecStart)'s C(--tp) / C(--tp-size) / C(--tensor-parallel-size), else V(1).
+    type: int
+  expect:
+    description:
+      - More regular expressions that must each match a line of this invocation (at most 10 s after readiness).
+    type: list
+    elements: str
+    default: []
+  fail_patterns:
+    description:
+      - Regular expressions that fail the task at once when a line of this invocation matches.
+      - Default is SGLang 0.5.9's fatal texts (host memory, KV memory, CUDA OOM, cuda graph, dead scheduler,
+        initialisation failures, invalid arguments), most specific first; the most specific match is quoted.
+    type: list
+    elements: str
+  extra_fail_patterns:
+    description:
+      - Regular expressions added to O(fail_patterns) (or to its default).
+    type: list
+    elements: str
+    default: []
+  poll_interval:
+    description:
+      - Seconds between two readings of the unit state, the journal and O(health_url).
+    type: float
+    default: 0.5
+attributes:
+  check_mode:
+    support: full
+    details:
+      - In check mode nothing is queued; the result says what would be done. V(verified) (and V(started) on an
+        active unit) verify as usual, since verifying only reads.
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - Needs systemd (tested with systemd 252, Debian 12) and a persistent or volatile journal.
+  - When C(ExecStart) runs a wrapper script instead of the server, set O(hicache) and O(ranks) explicitly.
+  - The HiCache line means "about to allocate": a failure after it (for example pinning the memory) shows as a fatal
+    line or a dead process, which this module also watches.
+seealso:
+  - module: ansible.builtin.systemd_service
+"""
+
+EXAMPLES = r"""
+- name: Restart the SGLang server and wait until this invocation is ready (HiCache on 8 ranks, /health 200)
+  gpuserve.sglang.sglang_service:
+    name: sglang-kimi
+    state: restarted
+    health_url: http://127.0.0.1:30000/health
+    timeout: 1800
+
+- name: Verify the running server without touching it
+  gpuserve.sglang.sglang_service:
+    name: sglang-kimi
+  register: sglang
+
+- name: Show the host pool
+  ansible.builtin.debug:
+    msg: "{{ sglang.hicache.host_pool_gb_total }} GB pinned over {{ sglang.hicache.ranks_seen | length }} ranks"
+
+- name: Start when stopped, expect speculative decoding with the overlap scheduler, fail on an extra text
+  gpuserve.sglang.sglang_service:
+    name: sglang-kimi.service
+    state: started
+    expect:
+      - Spec v2 is enabled for eagle/eagle3 speculative decoding
+    extra_fail_patterns:
+      - Overlap scheduler is disabled when spec v2 is off
+"""
+
+RETURN = r"""
+changed:
+  description: Whether this task queued a job (a restart or a start).
+  returned: always
+  type: bool
+action:
+  description: What the task did or would do (V(restart), V(start), V(start_after_stop), V(join) a restart in flight, V(none)).
+  returned: always
+  type: str
+  sample: restart
+invocation_id:
+  description: InvocationID of the invocation that was verified (the new one after a restart).
+  returned: when an invocation was followed
+  type: str
+  sample: 78140f679af74fdba0aba4e5d4531774
+previous_invocation_id:
+  description: InvocationID before the task acted.
+  returned: always
+  type: str
+main_pid:
+  description: MainPID of the verified invocation (last reading).
+  returned: always
+  type: int
+n_restarts:
+  description: NRestarts of the unit (last reading).
+  returned: always
+  type: int
+timeline:
+  description:
+    - Seconds spent V(stopping) (until the new InvocationID), V(starting) (until its first line), V(loading) (until the
+      HTTP server started), V(warming_up) (until ready line and HTTP 200), and V(total). V(null) where unknown.
+    - For an invocation that began before the task, loading and warming_up come from journal timestamps.
+  returned: always
+  type: dict
+  sample: {stopping: 21.4, starting: 0.2, loading: 2.1, warming_up: 1.3, total: 25.1}
+hicache:
+  description:
+    - V(ranks_seen) (sorted list of ranks with a host-allocation line before the ready line), V(ranks_expected),
+      V(ranks_missing), V(host_pool_gb_per_rank) (GB as logged), V(host_pool_gb_total) (sum over ranks).
+  returned: when HiCache is on or its lines were seen
+  type: dict
+  sample: {ranks_seen: [0, 1, 2, 3, 4, 5, 6, 7], ranks_expected: 8, ranks_missing: [], host_pool_gb_per_rank: 20.85,
+           host_pool_gb_total: 166.8}
+kv_cache:
+  description: KV pool of this invocation as logged (V(tokens_per_rank), V(gb_per_rank), V(ranks), V(max_total_num_tokens), draft pool when present).
+  returned: when the KV line was seen
+  type: dict
+  sample: {tokens_per_rank: 159277, gb_per_rank: 10.42, ranks: [0, 1, 2, 3, 4, 5, 6, 7], max_total_num_tokens: 159277}
+ready_line:
+  description: The ready line of this invocation.
+  returned: always
+  type: str
+  sample: "[2026-11-29 17:54:37] The server is fired up and ready to roll!"
+matched:
+  description: For the ready pattern and each O(expect) pattern that matched, the first matching line.
+  returned: always
+  type: dict
+health_status:
+  description: Last HTTP status from O(health_url) (V(null) when there was no answer or no URL).
+  returned: always
+  type: int
+fatal_lines:
+  description: Lines of this invocation that matched a fail pattern (at most 20).
+  returned: when any matched
+  type: list
+  elements: str
+commands:
+  description: The state-changing systemctl commands issued.
+  returned: always
+  type: list
+  elements: str
+  sample: ["systemctl restart --no-block sglang-kimi.service"]
+journal_tail:
+  description: The last 50 journal lines of the followed invocation (its own lines and systemd's messages about it).
+  returned: on failure
+  type: list
+  elements: str
+msg:
+  description: Why the task failed (or, in check mode, what it would do).
+  returned: on failure, in check mode
+  type: str
+  sample: "fatal line in invocation 2bcf...: ValueError: Not enough host memory available. Requesting 20.85 GB but only have 8.12 GB free. ..."
+phase:
+  description: The phase the task was in when it failed (stopping, starting, loading, warming up...).
+  returned: on failure
+  type: str
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import READY_TEXT
+from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl, SystemdError, unit_name
+from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            state=dict(type="str", default="verified", choices=["restarted", "started", "verified"]),
+            timeout=dict(type="int", default=1800),
+            health_url=dict(type="str"),
+            ready_pattern=dict(type="str", default=READY_TEXT),
+            hicache=dict(type="bool"),
+            ranks=dict(type="int"),
+            expect=dict(type="list", elements="str", default=[]),
+            fail_patterns=dict(type="list", elements="str"),
+            extra_fail_patterns=dict(type="list", elements="str", default=[]),
+            poll_interval=dict(type="float", default=0.5),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if params["timeout"] <= 0:
+        module.fail_json(msg="timeout must be a positive number of seconds, got %s" % params["timeout"])
+    if params["poll_interval"] <= 0 or params["poll_interval"] > 60:
+        module.fail_json(msg="poll_interval must be in (0, 60] seconds, got %s" % params["poll_interval"])
+    if params["ranks"] is not None and params["ranks"] < 1:
+        module.fail_json(msg="ranks must be at least 1, got %s" % params["ranks"])
+    if params["health_url"] and not params["health_url"].startswith(("http://", "https://")):
+        module.fail_json(msg="health_url must be an http:// or https:// URL, got %r" % params["health_url"])
+    try:
+        unit = unit_name(params["name"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+
+    env = {"LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "SYSTEMD_LESS": ""}
+
+    def run(argv):
+        return module.run_command(argv, environ_update=env)
+
+    systemctl = Systemctl(run, module.get_bin_path("systemctl", required=True))
+    try:
+        runner = ServiceRunner(
+            systemctl, run, unit, state=params["state"], timeout=params["timeout"], health_url=params["health_url"],
+            ready_pattern=params["ready_pattern"], hicache=params["hicache"], ranks=params["ranks"],
+            expect=params["expect"], fail_patterns=params["fail_patterns"],
+            extra_fail_patterns=params["extra_fail_patterns"], poll_interval=params["poll_interval"],
+            check_mode=module.check_mode, journalctl=module.get_bin_path("journalctl", required=True),
+        )
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    try:
+        ok, result = runner.execute()
+    except (SystemdError, JournalError) as exc:
+        module.fail_json(msg=str(exc), changed=bool(systemctl.commands), commands=list(systemctl.commands))
+    if ok:
+        module.exit_json(**result)
+    module.fail_json(**result)
+
+
+if __name__ == "__main__":
+    main()
