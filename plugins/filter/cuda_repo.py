@@ -1,0 +1,227 @@
+# -*- coding: utf-8 -*-
+# Copyright (c) gpuserve.sglang maintainers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Filters of the cuda role: NVIDIA's CUDA apt repository rendered per distribution and
+architecture, and the parsers the role's verify phase uses (nvcc, nvidia-smi, ld.so.conf.d).
+
+Pure functions, no host access, so every branch is unit-tested (tests/unit/plugins/filter/).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+
+from ansible.errors import AnsibleFilterError
+
+NVIDIA_REPO_BASE_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
+SUPPORTED_DISTROS = ("ubuntu2204", "ubuntu2404", "debian12")
+SUPPORTED_ARCHES = ("x86_64", "sbsa")
+KEYRING_FILE = "/usr/share/keyrings/cuda-archive-keyring.gpg"
+DRIVER_FLAVORS = {"open": "nvidia-open", "proprietary": "cuda-drivers"}
+
+# ansible_facts.architecture / uname -m / dpkg --print-architecture -> NVIDIA's repository arch
+_ARCH_MAP = {
+    "x86_64": "x86_64",
+    "amd64": "x86_64",
+    "aarch64": "sbsa",
+    "arm64": "sbsa",
+    "sbsa": "sbsa",
+}
+
+_RELEASE_RE = re.compile(r"^(\d+)\.(\d+)$")
+_NVCC_RE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)+)")
+_DRIVER_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?\s*$")
+# a CUDA install path with its version: /usr/local/cuda-12.8/..., /usr/local/cuda-12/...
+_CUDA_PATH_RE = re.compile(r"cuda-(\d+)(?:[.-]\d+)?(?=[/\s]|$)")
+# a wheel tree of another major: .../site-packages/nvidia/cu12/lib
+_CUDA_WHEEL_RE = re.compile(r"/nvidia/cu(\d+)(?=/|$)")
+# NVIDIA's own file names: 988_cuda-12.conf, gds-12-8.conf, cuda-12-8.conf
+_CUDA_NAME_RE = re.compile(r"(?:^|[_-])(?:cuda|gds)-(\d+)(?:[.-]\d+)?\.conf$")
+
+
+def _split_release(release):
+    """'13.0' -> (13, 0); anything else is a clear error."""
+    match = _RELEASE_RE.match(str(release).strip())
+    if not match:
+        raise AnsibleFilterError(
+            "CUDA release must be MAJOR.MINOR such as '13.0', got %r" % (release,))
+    return int(match.group(1)), int(match.group(2))
+
+
+def cuda_repo_distro(distribution, version):
+    """Ansible facts (distribution, distribution_version) -> NVIDIA's repository name.
+
+    ('Ubuntu', '24.04') -> 'ubuntu2404'; ('Debian', '12.7') -> 'debian12'.
+    """
+    dist = str(distribution).strip().lower()
+    ver = str(version).strip()
+    if dist == "ubuntu":
+        name = "ubuntu" + ver.replace(".", "")
+    elif dist == "debian":
+        name = "debian" + ver.split(".")[0]
+    else:
+        name = dist + ver
+    if name not in SUPPORTED_DISTROS:
+        raise AnsibleFilterError(
+            "NVIDIA's CUDA apt repository is supported here for %s only; this host is %s %s (%s)"
+            % (", ".join(SUPPORTED_DISTROS), distribution, version, name))
+    return name
+
+
+def cuda_repo_arch(machine):
+    """'x86_64' -> 'x86_64', 'aarch64' -> 'sbsa' (server ARM, e.g. Grace)."""
+    arch = _ARCH_MAP.get(str(machine).strip().lower())
+    if arch is None:
+        raise AnsibleFilterError(
+            "NVIDIA's CUDA apt repository has no %r architecture here; supported: %s"
+            % (machine, ", ".join(sorted(_ARCH_MAP))))
+    return arch
+
+
+def cuda_repo(release, distro, arch, mirror="", base_url=NVIDIA_REPO_BASE_URL, keyring_version="1.1-1",
+              pin_version="", driver_install=False, driver_branch="580", driver_flavor="open"):
+    """Everything the nvidia_repo method writes or installs, as one dict.
+
+    mirror replaces base_url when set (an air-gapped mirror of .../compute/cuda/repos).
+    """
+    major, minor = _split_release(release)
+    if distro not in SUPPORTED_DISTROS:
+        raise AnsibleFilterError("unsupported CUDA repository distro %r; supported: %s"
+                                 % (distro, ", ".join(SUPPORTED_DISTROS)))
+    if arch not in SUPPORTED_ARCHES:
+        raise AnsibleFilterError("unsupported CUDA repository arch %r; supported: %s"
+                                 % (arch, ", ".join(SUPPORTED_ARCHES)))
+    base = str(mirror or base_url or "").strip().rstrip("/")
+    if not re.match(r"^(https?|file)://\S+$", base):
+        raise AnsibleFilterError("CUDA repository URL must be http(s):// or file://, got %r" % (base,))
+    if not re.match(r"^\d+(\.\d+)*-\d+$", str(keyring_version)):
+        raise AnsibleFilterError("cuda-keyring version looks like '1.1-1', got %r" % (keyring_version,))
+    pin = str(pin_version or "%d.%d.*" % (major, minor)).strip()
+    if not pin.startswith("%d.%d." % (major, minor)):
+        raise AnsibleFilterError("apt pin version %r is not a %d.%d release" % (pin, major, minor))
+
+    dashed = "%d-%d" % (major, minor)
+    repo_url = "%s/%s/%s/" % (base, distro, arch)
+    keyring_deb = "cuda-keyring_%s_all.deb" % keyring_version
+    toolkit = "cuda-toolkit-%s" % dashed
+    pin_lines = [
+        "# Keep %s at %d.%d.x (version %s) from NVIDIA's repository." % (toolkit, major, minor, pin),
+        "Package: %s" % toolkit,
+        "Pin: version %s" % pin,
+        "Pin-Priority: 1001",
+        "",
+        "# Never let the rolling meta packages move the toolkit to another release.",
+        "Package: cuda cuda-toolkit cuda-toolkit-%d" % major,
+        "Pin: version *",
+        "Pin-Priority: -1",
+    ]
+    result = {
+        "release": "%d.%d" % (major, minor),
+        "distro": distro,
+        "arch": arch,
+        "repo_url": repo_url,
+        "keyring_deb": keyring_deb,
+        "keyring_url": repo_url + keyring_deb,
+        "keyring_file": KEYRING_FILE,
+        "sources_file": "/etc/apt/sources.list.d/cuda-%s-%s.list" % (distro, arch),
+        "sources_line": "deb [signed-by=%s] %s /" % (KEYRING_FILE, repo_url),
+        "toolkit_package": toolkit,
+        "pin_file": "/etc/apt/preferences.d/%s" % toolkit,
+        "pin_version": pin,
+        "pin_content": "\n".join(pin_lines) + "\n",
+        "driver_pinning_package": "",
+        "driver_packages": [],
+    }
+    if driver_install:
+        branch = str(driver_branch).strip()
+        if not re.match(r"^\d{3}$", branch):
+            raise AnsibleFilterError("driver branch is three digits such as '580', got %r" % (driver_branch,))
+        if driver_flavor not in DRIVER_FLAVORS:
+            raise AnsibleFilterError("driver flavor must be one of %s, got %r"
+                                     % (", ".join(sorted(DRIVER_FLAVORS)), driver_flavor))
+        result["driver_pinning_package"] = "nvidia-driver-pinning-%s" % branch
+        result["driver_packages"] = [DRIVER_FLAVORS[driver_flavor]]
+    return result
+
+
+def cuda_nvcc_release(text):
+    """`nvcc --version` output -> {'release': '13.0', 'version': '13.0.88'}."""
+    match = _NVCC_RE.search(str(text or ""))
+    if not match:
+        raise AnsibleFilterError("no 'release X.Y, VX.Y.Z' line in nvcc --version output: %r"
+                                 % (str(text or "")[-300:],))
+    return {"release": "%s.%s" % (match.group(1), match.group(2)), "version": match.group(3)}
+
+
+def cuda_driver_versions(text):
+    """`nvidia-smi --query-gpu=driver_version --format=csv,noheader` -> sorted unique versions,
+    each {'version': '580.159.04', 'major': 580}. Empty output -> []."""
+    seen = {}
+    for line in str(text or "").splitlines():
+        if not line.strip():
+            continue
+        match = _DRIVER_RE.match(line)
+        if not match:
+            raise AnsibleFilterError("unexpected nvidia-smi driver_version line: %r" % (line,))
+        seen[line.strip()] = int(match.group(1))
+    return [{"version": v, "major": seen[v]} for v in sorted(seen)]
+
+
+def cuda_stale_ldconfig(files, release, keep=()):
+    """ld.so.conf.d entries that point the loader at ANOTHER CUDA major than `release`.
+
+    files: [{'path': '/etc/ld.so.conf.d/988_cuda-12.conf', 'content': '/usr/local/cuda-12.8/...'}], or the
+    results of ansible.builtin.slurp ({'source': PATH, 'content': BASE64, 'encoding': 'base64'}).
+    Returns [{'path', 'reason'}] for removal. A file is stale when its name or one of its lines
+    names another CUDA major (cuda-12, cuda-12.8, gds-12-8, .../nvidia/cu12/...) and no line names
+    the wanted major. Paths in keep are never returned.
+    """
+    major, _minor = _split_release(release)
+    keep = set(keep or ())
+    stale = []
+    for item in files or []:
+        path = str(item.get("path") or item.get("source") or "")
+        if not path or path in keep:
+            continue
+        content = item.get("content", "") or ""
+        if item.get("encoding") == "base64":
+            content = base64.b64decode(content).decode("utf-8", "replace")
+        content = str(content)
+        majors = set()
+        reasons = []
+        name = path.rsplit("/", 1)[-1]
+        name_match = _CUDA_NAME_RE.search(name)
+        if name_match:
+            majors.add(int(name_match.group(1)))
+            reasons.append("file name %s" % name)
+        for line in content.splitlines():
+            line = line.split("#", 1)[0].strip()
+            if not line:
+                continue
+            for rx in (_CUDA_PATH_RE, _CUDA_WHEEL_RE):
+                for match in rx.finditer(line):
+                    majors.add(int(match.group(1)))
+                    reasons.append(line)
+        others = sorted(m for m in majors if m != major)
+        if others and major not in majors:
+            stale.append({
+                "path": path,
+                "reason": "CUDA %s, not %d (%s)" % ("/".join(str(m) for m in others), major,
+                                                   "; ".join(dict.fromkeys(reasons))),
+            })
+    return stale
+
+
+class FilterModule(object):
+    """CUDA repository rendering and CUDA output parsers."""
+
+    def filters(self):
+        return {
+            "cuda_repo": cuda_repo,
+            "cuda_repo_distro": cuda_repo_distro,
+            "cuda_repo_arch": cuda_repo_arch,
+            "cuda_nvcc_release": cuda_nvcc_release,
+            "cuda_driver_versions": cuda_driver_versions,
+            "cuda_stale_ldconfig": cuda_stale_ldconfig,
+        }
