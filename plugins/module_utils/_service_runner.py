@@ -34,7 +34,8 @@ except ImportError:  # pragma: no cover - Python 2 is not supported by the colle
 
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it
-NO_INVOCATION_GRACE = 3.0     # job gone, unit down, no new invocation: give systemd this long
+NO_INVOCATION_GRACE = 3.0
+AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restart= (capped by RestartUSec + 2 s)     # job gone, unit down, no new invocation: give systemd this long
 
 
 class ServiceFailure(Exception):
@@ -273,6 +274,8 @@ class ServiceRunner(object):
                     self.journal = JournalReader(self.run, current, self.journalctl)
                     self.phase = "starting"
                     new_state = st
+                    # A manual start of a failed/inactive unit resets NRestarts: count from here.
+                    baseline = st.n_restarts
                 else:
                     if st.down and not st.job_id:
                         if start_after_stop:
@@ -295,6 +298,9 @@ class ServiceRunner(object):
                 self.settle()
                 self.fail("fatal line in invocation %s: %s" % (current, self.watch.failed_line))
             problem = self.unit_problem(st, current, baseline)
+            if problem and st.sub_state == "auto-restart" and st.n_restarts <= baseline:
+                st = self.await_auto_restart(st, baseline)
+                problem = self.unit_problem(st, current, baseline)
             if problem:
                 self.settle()
                 if self.watch.fatal:
@@ -325,6 +331,18 @@ class ServiceRunner(object):
             self.check_deadline()
             self.pause()
 
+    def await_auto_restart(self, st, baseline):
+        """A crash under Restart=: let systemd count the automatic restart (bounded), so NRestarts shows it."""
+        wait = min(AUTO_RESTART_WAIT_MAX, (st.restart_sec or 0.1) + 2.0, max(0.0, self.remaining()))
+        end = self.clock() + wait
+        while self.clock() < end:
+            self.sleep(min(self.poll_interval, max(0.0, end - self.clock())))
+            nxt = self.systemctl.show(self.unit)
+            if nxt.n_restarts > baseline or nxt.sub_state != "auto-restart":
+                self.note_state(nxt)
+                return nxt
+        return st
+
     def read_journal(self):
         for entry in self.journal.read():
             if entry.from_manager:
@@ -336,8 +354,11 @@ class ServiceRunner(object):
         self.read_journal()
 
     def unit_problem(self, st, current, baseline):
+        if st.n_restarts > baseline:
+            return ("crash loop: the main process of invocation %s exited and systemd restarted %s (Restart=%s): "
+                    "NRestarts grew from %d to %d" % (current, self.unit, st.restart, baseline, st.n_restarts))
         if st.invocation_id and st.invocation_id != current:
-            return ("invocation %s ended and %s began (restarted again: crash loop?), NRestarts=%d"
+            return ("invocation %s ended and %s began (the unit was restarted while starting), NRestarts=%d"
                     % (current, st.invocation_id, st.n_restarts))
         if st.active_state == "failed":
             return "unit %s failed: %s, ExecMainCode=%s ExecMainStatus=%s" % (
@@ -346,8 +367,6 @@ class ServiceRunner(object):
             return ("crash loop: unit %s is in auto-restart (Restart=%s), NRestarts=%d, the main process exited "
                     "(Result=%s, ExecMainStatus=%s)" % (self.unit, st.restart, st.n_restarts, st.result,
                                                         st.exec_main_status))
-        if st.n_restarts > baseline:
-            return "crash loop: NRestarts grew from %d to %d" % (baseline, st.n_restarts)
         if st.active_state in ("inactive", "deactivating"):
             return "the main process of %s is gone: %s (ExecMainCode=%s, ExecMainStatus=%s)" % (
                 self.unit, st.describe(), st.exec_main_code, st.exec_main_status)

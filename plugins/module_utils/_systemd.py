@@ -7,11 +7,12 @@ Only ``systemctl`` is used (no D-Bus bindings), so this runs on any target with 
 
 from __future__ import annotations
 
+import re
 import shlex
 
 SHOW_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "NRestarts", "Result",
-    "ExecStart", "Job", "ExecMainCode", "ExecMainStatus", "Restart",
+    "ExecStart", "Job", "ExecMainCode", "ExecMainStatus", "Restart", "RestartUSec",
 )
 
 # Job types that already lead to a stop of the running invocation: wait for them, queue nothing.
@@ -76,6 +77,27 @@ def exec_start_facts(argv):
     return {"hicache": hicache, "tp": tp}
 
 
+_TIMESPAN_UNITS = {
+    "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0, "second": 1.0, "seconds": 1.0,
+    "m": 60.0, "min": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0, "hr": 3600.0, "hour": 3600.0,
+    "hours": 3600.0, "d": 86400.0, "day": 86400.0, "days": 86400.0,
+}
+
+
+def parse_timespan(value):
+    """systemd's timespan text (``100ms``, ``1min 30s``, ``2.500s``) -> seconds; None for infinity/garbage."""
+    value = (value or "").strip()
+    if not value or value == "infinity":
+        return None
+    total = 0.0
+    for number, unit in re.findall(r"(\d+(?:\.\d+)?)\s*([a-z]*)", value):
+        factor = _TIMESPAN_UNITS.get(unit or "s")
+        if factor is None:
+            return None
+        total += float(number) * factor
+    return total
+
+
 def _int(value, default=0):
     try:
         return int(value)
@@ -101,6 +123,7 @@ class UnitState(object):
         self.exec_main_code = props.get("ExecMainCode", "")
         self.exec_main_status = props.get("ExecMainStatus", "")
         self.restart = props.get("Restart", "")
+        self.restart_sec = parse_timespan(props.get("RestartUSec", ""))
 
     @property
     def running(self):

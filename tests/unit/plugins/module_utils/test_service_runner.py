@@ -1,0 +1,403 @@
+"""The restart/verify state machine against a simulated systemd host (fake clock, systemctl, journalctl).
+
+The simulated host behaves as systemd 252 did in the molecule test host: a restart job keeps the unit in
+deactivating (stop-sigterm) while the server drains, then starts a new invocation with a new InvocationID;
+a crash under Restart=on-failure goes through auto-restart and NRestarts grows; the journal answers by
+_SYSTEMD_INVOCATION_ID and cursor. The log lines are SGLang 0.5.9's real texts.
+"""
+import json
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _service_runner as sr
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl
+
+STAMP = "2026-11-29 17:54:36"
+READY = "[%s] The server is fired up and ready to roll!" % STAMP
+WALL0 = 1795974888.0
+
+
+def server_script(tp=8, hicache_ranks=None, ready=True, fatal=None, exit_at=None, load=3.0):
+    """(offset seconds, line) of one SGLang 0.5.9 start-up."""
+    lines = [(0.2, "[%s] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', tp_size=%d)" % (STAMP, tp))]
+    for rank in range(tp):
+        lines.append((1.0, "[%s TP%d] KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB" % (STAMP, rank)))
+    if fatal:
+        lines.append((1.5, "[%s TP0] Scheduler hit an exception: Traceback (most recent call last):" % STAMP))
+        lines.append((1.5, fatal))
+        lines.append((1.6, "[%s] Received sigquit from a child process. It usually means the child failed." % STAMP))
+    for rank in (range(tp) if hicache_ranks is None else hicache_ranks):
+        lines.append((load - 0.5, "[%s TP%d] Allocating 20.85 GB host memory for hierarchical KV cache."
+                      % (STAMP, rank)))
+    lines.append((load, "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"))
+    if ready:
+        lines.append((load + 1.0, READY))
+    return {"lines": lines, "exit_at": exit_at}
+
+
+class FakeHost(object):
+    """systemd + journald + the server's /health, on a fake clock."""
+
+    def __init__(self, scripts, drain=0.0, active=True, restart_policy="no", restart_sec=1.0, health=None,
+                 exec_start="/opt/sglang/venv/bin/python -m sglang.launch_server --tp 8 --enable-hierarchical-cache"):
+        self.now = 0.0
+        self.scripts = list(scripts)      # one script per invocation to come (the first is the running one)
+        self.drain = drain
+        self.restart_policy = restart_policy
+        self.restart_sec = restart_sec
+        self.health_fn = health or (lambda inv_age: 200)
+        self.exec_start = exec_start
+        self.journal = []                 # dicts with __CURSOR, MESSAGE, _SYSTEMD_INVOCATION_ID, __REALTIME_TIMESTAMP
+        self.invocations = []             # (id, start, script)
+        self.n_restarts = 0
+        self.stop_until = None            # deactivating until then
+        self.pending = None               # ("start", at) after a stop
+        self.external_job = None
+        self.calls = []
+        self.show_count = 0
+        self.failed = False
+        self.stopped = False
+        if active:
+            self._start(-30.0)            # running since 30 s, its lines already in the journal
+
+    # -- systemd --
+    def _start(self, at):
+        script = self.scripts.pop(0) if self.scripts else server_script()
+        inv = "%032x" % (len(self.invocations) + 1)
+        self.invocations.append((inv, at, script))
+        self.failed = False
+        self.stopped = False
+        self.journal.append({"MESSAGE": "Started sglang-kimi.service.", "INVOCATION_ID": inv, "_t": at})
+        for offset, line in script["lines"]:
+            if script["exit_at"] is not None and offset > script["exit_at"]:
+                break
+            self.journal.append({"MESSAGE": line, "_SYSTEMD_INVOCATION_ID": inv, "_t": at + offset})
+
+    def current(self):
+        return self.invocations[-1] if self.invocations else None
+
+    def advance(self):
+        """Apply what happened up to now: stops ending, crashes, auto-restarts."""
+        changed = True
+        while changed:
+            changed = False
+            if self.stop_until is not None and self.now >= self.stop_until:
+                at = self.stop_until
+                self.stop_until = None
+                if self.pending:
+                    self.pending = None
+                    self._start(at)
+                    changed = True
+                else:
+                    self.stopped = True
+            cur = self.current()
+            if cur and self.stop_until is None and not self.failed:
+                inv, start, script = cur
+                if script["exit_at"] is not None and self.now >= start + script["exit_at"]:
+                    crash_at = start + script["exit_at"]
+                    if self.restart_policy == "on-failure" and self.now >= crash_at + self.restart_sec:
+                        self.n_restarts += 1
+                        self._start(crash_at + self.restart_sec)
+                        changed = True
+
+    def props(self):
+        self.advance()
+        cur = self.current()
+        state, sub, pid, job = "inactive", "dead", 0, ""
+        if cur:
+            inv, start, script = cur
+            if self.stopped:
+                state, sub = "inactive", "dead"
+            elif self.stop_until is not None:
+                state, sub, pid, job = "deactivating", "stop-sigterm", 100 + len(self.invocations), "7"
+            elif script["exit_at"] is not None and self.now >= start + script["exit_at"]:
+                if self.restart_policy == "on-failure":
+                    state, sub = "activating", "auto-restart"
+                else:
+                    state, sub = "failed", "failed"
+            elif self.now >= start:
+                state, sub, pid = "active", "running", 200 + len(self.invocations)
+            else:
+                state, sub = "activating", "start"
+        if self.external_job:
+            job = "9"
+        return {"Id": "sglang-kimi.service", "LoadState": "loaded", "ActiveState": state, "SubState": sub,
+                "MainPID": str(pid), "InvocationID": cur[0] if cur else "", "NRestarts": str(self.n_restarts),
+                "Result": "exit-code" if sub in ("failed", "auto-restart") else "success",
+                "ExecStart": "{ path=x ; argv[]=%s ; ignore_errors=no }" % self.exec_start, "Job": job,
+                "ExecMainCode": "1", "ExecMainStatus": "1", "Restart": self.restart_policy,
+                "RestartUSec": "%gs" % self.restart_sec}
+
+    def run(self, argv):
+        self.calls.append(argv)
+        cmd = argv[0].rsplit("/", 1)[-1]
+        if cmd == "systemctl" and argv[1] == "show":
+            self.show_count += 1
+            return 0, "\n".join("%s=%s" % kv for kv in self.props().items()) + "\n", ""
+        if cmd == "systemctl" and argv[1] == "list-jobs":
+            return 0, ("9 sglang-kimi.service %s running\n" % self.external_job) if self.external_job else "", ""
+        if cmd == "systemctl" and argv[1] == "restart":
+            self.restart()
+            return 0, "", ""
+        if cmd == "systemctl" and argv[1] == "start":
+            self.advance()
+            self._start(self.now + 0.1)
+            return 0, "", ""
+        if cmd == "journalctl":
+            return 0, self.journalctl(argv), ""
+        raise AssertionError("unexpected command %r" % argv)
+
+    def restart(self):
+        self.advance()
+        if self.current() and self.props()["ActiveState"] == "active":
+            self.stop_until = self.now + self.drain
+            self.journal.append({"MESSAGE": "[%s] SIGTERM received. signum=15 frame=None. Draining requests and "
+                                            "shutting down..." % STAMP,
+                                 "_SYSTEMD_INVOCATION_ID": self.current()[0], "_t": self.now})
+            self.pending = ("start", None)
+        else:
+            self._start(self.now + 0.1)
+
+    def journalctl(self, argv):
+        self.advance()
+        inv = [a.split("=", 1)[1] for a in argv if a.startswith("_SYSTEMD_INVOCATION_ID=")][0]
+        after = [a.split("=", 1)[1] for a in argv if a.startswith("--after-cursor=")]
+        visible = sorted((e for e in self.journal if e["_t"] <= self.now), key=lambda e: e["_t"])
+        out = []
+        for index, entry in enumerate(visible):
+            cursor = "i=%d" % index
+            if after and index <= int(after[0][2:]):
+                continue
+            if entry.get("_SYSTEMD_INVOCATION_ID") == inv or entry.get("INVOCATION_ID") == inv:
+                data = dict((k, v) for k, v in entry.items() if k != "_t")
+                data["__CURSOR"] = cursor
+                data["__REALTIME_TIMESTAMP"] = str(int((WALL0 + entry["_t"]) * 1e6))
+                out.append(json.dumps(data))
+        return "\n".join(out)
+
+    # -- clock and health --
+    def sleep(self, seconds):
+        self.now += seconds
+
+    def clock(self):
+        return self.now
+
+    def wall(self):
+        return WALL0 + self.now
+
+    def health(self, url, timeout):
+        cur = self.current()
+        if not cur or self.props()["ActiveState"] != "active":
+            return None
+        return self.health_fn(self.now - cur[1])
+
+    def commands(self):
+        return [a for a in self.calls if a[0].endswith("systemctl") and a[1] in ("restart", "start", "stop")]
+
+
+def runner(host, **kw):
+    kw.setdefault("timeout", 1800)
+    return sr.ServiceRunner(Systemctl(host.run, "/usr/bin/systemctl"), host.run, "sglang-kimi.service",
+                            journalctl="/usr/bin/journalctl", health=host.health, clock=host.clock, wall=host.wall,
+                            sleep=host.sleep, **kw)
+
+
+def test_restart_rides_through_a_slow_drain_with_one_restart():
+    host = FakeHost([server_script(), server_script()], drain=25.0)
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert ok, res.get("msg")
+    assert host.commands() == [["/usr/bin/systemctl", "restart", "--no-block", "sglang-kimi.service"]]
+    assert res["changed"] is True and res["action"] == "restart"
+    assert res["previous_invocation_id"] == "%032x" % 1
+    assert res["invocation_id"] == "%032x" % 2
+    assert res["timeline"]["stopping"] == pytest.approx(25.0, abs=0.6)
+    assert res["timeline"]["loading"] == pytest.approx(2.8, abs=0.1)
+    assert res["timeline"]["warming_up"] == pytest.approx(1.0, abs=0.6)
+    assert res["hicache"]["ranks_seen"] == list(range(8))
+    assert res["hicache"]["host_pool_gb_total"] == pytest.approx(166.8)
+    assert res["kv_cache"]["tokens_per_rank"] == 159277
+    assert res["ready_line"] == READY
+    # detection: returned within one poll interval of the ready line
+    assert host.now - (25.0 + 4.0) <= 0.5 + 1e-6
+
+
+def test_restart_joins_a_restart_already_in_flight():
+    host = FakeHost([server_script(), server_script()], drain=10.0)
+    host.restart()                      # someone else's restart: the unit drains
+    host.external_job = "restart"
+    host.now = 1.0
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert host.commands() == []
+    assert res["action"] == "join" and res["changed"] is False
+    assert res["invocation_id"] == "%032x" % 2
+
+
+def test_restart_while_a_stop_drains_waits_then_starts_once():
+    host = FakeHost([server_script(), server_script()], drain=8.0)
+    host.restart()
+    host.pending = None                 # a plain stop: nothing starts afterwards
+    host.external_job = "stop"
+    host.now = 0.5
+
+    def clear_job(seconds, original=host.sleep):
+        original(seconds)
+        if host.now >= 8.0:
+            host.external_job = None
+    host.sleep = clear_job
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert [c[1] for c in host.commands()] == ["start"]
+    assert res["action"] == "start_after_stop"
+
+
+def test_hicache_lines_only_in_the_previous_invocation_fail():
+    host = FakeHost([server_script(), server_script(hicache_ranks=[])])
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert "0 of 8" in res["msg"] and "TP0" in res["msg"] and "TP7" in res["msg"]
+    assert res["hicache"]["ranks_seen"] == []
+    # the old invocation's lines were never read
+    journal_calls = [c for c in host.calls if c[0].endswith("journalctl")]
+    assert all("_SYSTEMD_INVOCATION_ID=%032x" % 2 in c for c in journal_calls)
+
+
+def test_seven_of_eight_ranks_fail_naming_the_missing_rank():
+    host = FakeHost([server_script(), server_script(hicache_ranks=range(7))])
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert "7 of 8" in res["msg"] and "TP7" in res["msg"]
+    assert res["hicache"]["ranks_missing"] == [7]
+
+
+def test_ranks_and_hicache_options_override_exec_start():
+    host = FakeHost([server_script(), server_script(tp=8, hicache_ranks=range(4))])
+    ok, res = runner(host, state="restarted", ranks=4).execute()
+    assert ok, res.get("msg")
+    host = FakeHost([server_script(), server_script(hicache_ranks=[])])
+    ok, res = runner(host, state="restarted", hicache=False).execute()
+    assert ok, res.get("msg")
+
+
+def test_host_memory_text_fails_fast_and_quotes_the_line():
+    fatal = ("ValueError: Not enough host memory available. Requesting 41.70 GB but only have 30.02 GB free. "
+             "Please reduce the size of the hierarchical cache.")
+    host = FakeHost([server_script(), server_script(fatal=fatal, exit_at=1.7, ready=False)], drain=2.0)
+    ok, res = runner(host, state="restarted", timeout=1800).execute()
+    assert not ok
+    assert fatal in res["msg"]
+    assert host.now < 10
+    assert any("Received sigquit" in line for line in res["journal_tail"])
+    assert res["phase"] == "loading"
+
+
+def test_crash_loop_under_restart_on_failure_reports_nrestarts():
+    host = FakeHost([server_script()] + [server_script(exit_at=0.3, ready=False)] * 5, restart_policy="on-failure",
+                    restart_sec=1.0)
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert "crash loop" in res["msg"] and "NRestarts grew from 0 to 1" in res["msg"]
+    assert res["n_restarts"] == 1
+    assert host.now < 10
+
+
+def test_main_process_gone_without_restart_policy():
+    host = FakeHost([server_script(), server_script(exit_at=1.2, ready=False)])
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert "failed" in res["msg"]
+    assert host.now < 5
+
+
+def test_ready_line_but_health_503_keeps_waiting_then_succeeds():
+    host = FakeHost([server_script(), server_script()], health=lambda age: 200 if age > 14.0 else 503)
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["health_status"] == 200
+    assert 14.0 <= host.now <= 15.0
+    assert res["timeline"]["warming_up"] >= 10
+
+
+def test_deadline_names_the_phase():
+    host = FakeHost([server_script(), server_script()], drain=100.0)
+    ok, res = runner(host, state="restarted", timeout=30).execute()
+    assert not ok
+    assert res["msg"].startswith("timeout after 30 s while stopping (invocation %032x" % 1)
+    host = FakeHost([server_script(), server_script()], health=lambda age: 503)
+    ok, res = runner(host, state="restarted", timeout=20, health_url="http://h/health").execute()
+    assert not ok
+    assert "warming up" in res["msg"] and "answered 503" in res["msg"]
+
+
+def test_verified_on_a_healthy_unit_changes_nothing():
+    host = FakeHost([server_script()])
+    ok, res = runner(host, state="verified", health_url="http://127.0.0.1:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["changed"] is False and host.commands() == []
+    assert res["invocation_id"] == res["previous_invocation_id"] == "%032x" % 1
+    assert res["hicache"]["ranks_seen"] == list(range(8))
+    assert res["timeline"]["loading"] == pytest.approx(2.8)
+
+
+def test_verified_on_a_stopped_unit_fails_without_acting():
+    host = FakeHost([], active=False)
+    ok, res = runner(host, state="verified").execute()
+    assert not ok and "not running" in res["msg"] and host.commands() == []
+
+
+def test_started_on_active_unit_only_verifies_and_on_stopped_unit_starts():
+    host = FakeHost([server_script()])
+    ok, res = runner(host, state="started").execute()
+    assert ok and res["changed"] is False and host.commands() == []
+    host = FakeHost([server_script()], active=False)
+    ok, res = runner(host, state="started").execute()
+    assert ok, res.get("msg")
+    assert res["changed"] is True and [c[1] for c in host.commands()] == ["start"]
+
+
+def test_check_mode_changes_nothing_and_says_what_it_would_do():
+    host = FakeHost([server_script(), server_script()], drain=5.0)
+    ok, res = runner(host, state="restarted", check_mode=True).execute()
+    assert ok
+    assert host.commands() == []
+    assert res["changed"] is True and res["action"] == "restart"
+    assert "would restart" in res["msg"]
+    assert host.now == 0.0
+
+
+def test_expect_pattern_missing_fails_after_the_grace():
+    host = FakeHost([server_script(), server_script()])
+    ok, res = runner(host, state="restarted", expect=["Spec v2 is enabled"]).execute()
+    assert not ok and "Spec v2 is enabled" in res["msg"]
+    host = FakeHost([server_script(), server_script()])
+    ok, res = runner(host, state="restarted", expect=[r"Allocating 20\.85 GB"]).execute()
+    assert ok and r"Allocating 20\.85 GB" in res["matched"]
+
+
+def test_extra_fail_pattern_is_added_to_the_defaults():
+    script = server_script()
+    script["lines"].insert(1, (0.5, "[%s] Overlap scheduler is disabled when spec v2 is off" % STAMP))
+    host = FakeHost([server_script(), script])
+    ok, res = runner(host, state="restarted", extra_fail_patterns=["Overlap scheduler is disabled"]).execute()
+    assert not ok and "Overlap scheduler is disabled when spec v2 is off" in res["msg"]
+
+
+def test_bad_regex_fails_before_any_command():
+    host = FakeHost([server_script()])
+    with pytest.raises(ValueError):
+        runner(host, state="restarted", extra_fail_patterns=["(unclosed"])
+    assert host.calls == []
+
+
+def test_journal_reads_are_incremental():
+    host = FakeHost([server_script(), server_script()], drain=5.0)
+    ok, res = runner(host, state="restarted").execute()
+    assert ok
+    journal_calls = [c for c in host.calls if c[0].endswith("journalctl")]
+    assert len(journal_calls) > 3
+    assert not any(a.startswith("--after-cursor") for a in journal_calls[0])
+    assert all(any(a.startswith("--after-cursor") for a in c) for c in journal_calls[-2:])
+    # every entry of the invocation was read exactly once
+    new_inv = "%032x" % 2
+    expected = len([e for e in host.journal if new_inv in (e.get("_SYSTEMD_INVOCATION_ID"), e.get("INVOCATION_ID"))])
+    assert res["journal_entries_read"] == expected

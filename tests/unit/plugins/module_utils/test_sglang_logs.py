@@ -1,0 +1,182 @@
+"""The SGLang 0.5.9 log catalogue, on SGLang's real texts (formats from the 0.5.9 wheel; see
+/work/shared/reference/sglang-0.5.9.md and docs/sglang_service.md)."""
+import re
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
+
+STAMP = "2026-11-29 17:54:36"
+
+
+def startup(tp=8, hicache_gb=20.85, hicache_ranks=None, ready=True, kv=(159277, 10.42)):
+    """One invocation of the reference host, as SGLang 0.5.9 prints it (order of the reference doc)."""
+    lines = ["[%s] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', tp_size=%d, "
+             "enable_hierarchical_cache=True, hicache_ratio=2.0)" % (STAMP, tp)]
+    for rank in range(tp):
+        lines.append("[%s TP%d] Load weight end. elapsed=412.53 s, type=KimiK25ForConditionalGeneration, "
+                     "dtype=torch.bfloat16, avail mem=21.83 GB, mem usage=72.30 GB." % (STAMP, rank))
+    for rank in range(tp):
+        lines.append("[%s TP%d] KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (STAMP, rank, kv[0], kv[1]))
+    for rank in range(tp):
+        lines.append("[%s TP%d] Memory pool end. avail mem=11.41 GB" % (STAMP, rank))
+        lines.append("[%s TP%d] Capture cuda graph begin. This can take up to several minutes. avail mem=11.41 GB"
+                     % (STAMP, rank))
+        lines.append("[%s TP%d] Capture cuda graph end. Time elapsed: 38.20 s. mem usage=1.21 GB. avail mem=10.20 GB."
+                     % (STAMP, rank))
+    lines.append("[%s TP0] max_total_num_tokens=%d, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+                 "max_running_requests=48, context_len=262144, available_gpu_mem=10.20 GB" % (STAMP, kv[0]))
+    for rank in (range(tp) if hicache_ranks is None else hicache_ranks):
+        lines.append("[%s TP%d] Allocating %.2f GB host memory for hierarchical KV cache." % (STAMP, rank, hicache_gb))
+    lines.append("INFO:     Started server process [4242]")
+    lines.append("INFO:     Waiting for application startup.")
+    lines.append("INFO:     Application startup complete.")
+    lines.append("INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)")
+    if ready:
+        lines.append("[%s] The server is fired up and ready to roll!" % STAMP)
+    return lines
+
+
+def feed_all(watch, lines):
+    for index, line in enumerate(lines):
+        watch.feed(line, 1000.0 + index)
+    return watch
+
+
+def test_parse_line_rank_and_main_process():
+    assert logs.parse_line("[2026-11-29 17:54:36 TP7] KV Cache is allocated. #tokens: 1, KV size: 0.01 GB") == (
+        7, "KV Cache is allocated. #tokens: 1, KV size: 0.01 GB")
+    assert logs.parse_line("[2026-11-29 17:54:36] The server is fired up and ready to roll!") == (
+        None, "The server is fired up and ready to roll!")
+    # data-parallel attention adds more tags; the TP rank is still found
+    assert logs.parse_line("[2026-11-29 17:54:36 DP1 TP3 EP3] x")[0] == 3
+    assert logs.parse_line("INFO:     Started server process [4242]") == (None, "INFO:     Started server process [4242]")
+
+
+def test_full_startup_gives_ready_hicache_and_kv():
+    watch = feed_all(logs.LogWatch(), startup())
+    assert watch.ready_line.endswith(logs.READY_TEXT)
+    assert watch.fatal == []
+    summary = watch.hicache_summary(8)
+    assert summary["ranks_seen"] == list(range(8))
+    assert summary["ranks_missing"] == []
+    assert summary["host_pool_gb_per_rank"] == 20.85
+    assert summary["host_pool_gb_total"] == pytest.approx(166.8)
+    kv = watch.kv_summary()
+    assert kv["tokens_per_rank"] == 159277
+    assert kv["gb_per_rank"] == 10.42
+    assert kv["max_total_num_tokens"] == 159277
+    assert kv["ranks"] == list(range(8))
+    assert watch.http_start_ts is not None and watch.http_start_ts < watch.ready_ts
+
+
+def test_seven_of_eight_ranks_are_reported_missing():
+    watch = feed_all(logs.LogWatch(), startup(hicache_ranks=range(7)))
+    summary = watch.hicache_summary(8)
+    assert summary["ranks_seen"] == list(range(7))
+    assert summary["ranks_missing"] == [7]
+
+
+def test_hicache_lines_after_the_ready_line_do_not_count():
+    lines = startup(hicache_ranks=[])
+    lines.append("[%s TP0] Allocating 20.85 GB host memory for hierarchical KV cache." % STAMP)
+    watch = feed_all(logs.LogWatch(), lines)
+    assert watch.hicache == {}
+    assert watch.hicache_summary(8)["ranks_after_ready"] == [0]
+
+
+def test_duplicate_rank_lines_count_once():
+    watch = feed_all(logs.LogWatch(), startup(hicache_ranks=[0, 0, 1, 1, 2]))
+    assert watch.hicache_summary(8)["ranks_seen"] == [0, 1, 2]
+
+
+def test_ratio_four_and_hicache_size_numbers():
+    watch = feed_all(logs.LogWatch(), startup(hicache_gb=41.70))
+    assert watch.hicache_summary(8)["host_pool_gb_total"] == pytest.approx(333.6)
+
+
+@pytest.mark.parametrize("line, quoted", [
+    ("ValueError: Not enough host memory available. Requesting 41.70 GB but only have 30.02 GB free. "
+     "Please reduce the size of the hierarchical cache.", "Not enough host memory available"),
+    ("AssertionError: The host memory should be larger than the device memory with the current protocol",
+     "larger than the device memory"),
+    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", "--mem-fraction-static"),
+    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has a total capacity of 139.81 GiB",
+     "CUDA out of memory"),
+    ("Exception: Capture cuda graph failed: CUDA error: out of memory", "Capture cuda graph failed"),
+    ("[2026-11-29 17:54:36] Rank 3 scheduler is dead. Please check if there are relevant logs.", "scheduler is dead"),
+    ("[2026-11-29 17:54:36] Received sigquit from a child process. It usually means the child failed.",
+     "Received sigquit"),
+    ("RuntimeError: Initialization failed. Please see the error messages above.", "Initialization failed"),
+    ("[2026-11-29 17:54:36] Initialization failed. warmup error: Traceback (most recent call last):", "warmup error"),
+    ("ValueError: The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot "
+     "be used at the same time. Please use only one of them.", "mutually exclusive"),
+    ("ValueError: Spec v2 currently only supports topk = 1 for speculative decoding.", "Spec v2"),
+    ("launch_server.py: error: argument --hicache-io-backend: invalid choice: 'dma' (choose from 'direct', 'kernel')",
+     "invalid choice"),
+])
+def test_each_fatal_text_is_caught(line, quoted):
+    watch = feed_all(logs.LogWatch(), startup(ready=False)[:5] + [line])
+    assert quoted in watch.failed_line
+
+
+@pytest.mark.parametrize("line", logs.NOT_FATAL_TEXTS + [
+    "[2026-11-29 17:54:36 TP0] Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is "
+    "turned on.",
+])
+def test_not_fatal_texts_do_not_fail(line):
+    watch = feed_all(logs.LogWatch(), [line])
+    assert watch.fatal == []
+
+
+def test_most_specific_line_is_quoted_not_the_generic_wrapper():
+    lines = startup(ready=False)[:3] + [
+        "[%s TP0] Scheduler hit an exception: Traceback (most recent call last):" % STAMP,
+        '  File "sglang/srt/mem_cache/memory_pool_host.py", line 179, in __init__',
+        "ValueError: Not enough host memory available. Requesting 20.85 GB but only have 8.12 GB free. "
+        "Please reduce the size of the hierarchical cache.",
+        "[%s] Received sigquit from a child process. It usually means the child failed." % STAMP,
+    ]
+    watch = feed_all(logs.LogWatch(), lines)
+    assert watch.failed_line.startswith("ValueError: Not enough host memory available. Requesting 20.85 GB")
+    assert len(watch.fatal_lines) == 3
+
+
+def test_custom_fail_patterns_replace_the_default():
+    watch = feed_all(logs.LogWatch(fail_patterns=[r"Overlap scheduler is disabled"]), [
+        "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.",
+        "[%s] Overlap scheduler is disabled when spec v2 is off" % STAMP,
+    ])
+    assert watch.failed_line.endswith("Overlap scheduler is disabled when spec v2 is off")
+    assert len(watch.fatal) == 1
+
+
+def test_expect_patterns_and_custom_ready():
+    watch = logs.LogWatch(ready_pattern=r"Uvicorn running on", expect=[r"Spec v2 is enabled", r"never printed"])
+    feed_all(watch, startup() + ["[%s] Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap "
+                                 "schedule is turned on." % STAMP])
+    assert "Uvicorn running on" in watch.ready_line
+    assert watch.expect_missing() == ["never printed"]
+    assert "Spec v2 is enabled" in watch.expect_matched["Spec v2 is enabled"]
+
+
+def test_mha_pool_and_eagle_draft_pool():
+    watch = feed_all(logs.LogWatch(), [
+        "[%s TP0] KV Cache is allocated. #tokens: 500000, K size: 11.44 GB, V size: 11.44 GB" % STAMP,
+        "[%s TP0] KV Cache is allocated. #tokens: 500000, K size: 0.19 GB, V size: 0.19 GB" % STAMP,
+    ])
+    kv = watch.kv_summary()
+    assert kv["gb_per_rank"] == 22.88
+    assert kv["draft_gb_per_rank"] == 0.38
+
+
+def test_bad_regex_is_rejected_with_its_name():
+    with pytest.raises(ValueError, match=r"expect: invalid regular expression '\('"):
+        logs.LogWatch(expect=["("])
+    with pytest.raises(ValueError, match="fail_patterns"):
+        logs.LogWatch(fail_patterns=["[unclosed"])
+
+
+def test_ready_pattern_default_is_the_real_text():
+    assert re.search(logs.READY_PATTERN, "[2026-11-29 17:54:37] The server is fired up and ready to roll!")
+    assert not re.search(logs.READY_PATTERN, "The server is fired up and ready to rollX")
