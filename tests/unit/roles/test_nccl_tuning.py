@@ -1,0 +1,138 @@
+"""nccl_tuning: the NCCL debug-output checker (tests/gpu/nccl_check.py) on real NCCL 2.28 texts, and the
+role's templates rendered and run by a real interpreter (block, .pth hook, EnvironmentFile)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import jinja2
+import pytest
+import yaml
+
+from conftest import FIXTURES, ROOT
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
+import nccl_check  # noqa: E402  pylint: disable=wrong-import-position
+
+ROLE = os.path.join(ROOT, "roles", "nccl_tuning")
+TEXTS = os.path.join(FIXTURES, "gpu-host-texts")
+# What the fixture run exported (see its README); the role's default adds NCCL_CUMEM_ENABLE=0.
+FIXTURE_SET = {"NCCL_PROTO": "LL", "NCCL_ALGO": "Ring", "NCCL_P2P_LEVEL": "SYS", "NCCL_IB_DISABLE": "1",
+               "NCCL_MIN_NCHANNELS": "8", "NCCL_NVLS_ENABLE": "0"}
+
+
+def _text(name):
+    with open(os.path.join(TEXTS, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def _defaults():
+    with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as f:
+        return yaml.safe_load(f)
+
+
+def test_parse_tuned_run_per_process():
+    parsed = nccl_check.parse(_text("nccl_tuned.txt"))
+    assert parsed["versions"] == {"668": "2.28.9+cuda13.0", "669": "2.28.9+cuda13.0"}
+    for pid in ("668", "669"):
+        assert parsed["set_by_env"][pid] == FIXTURE_SET  # integer params end with '.', stripped
+    assert parsed["choices"] == [{"pid": "668", "op": "AllReduce", "bytes": 4194304, "algo": "RING",
+                                  "proto": "LL", "channels": (0, 23)}]
+
+
+def test_tuned_run_passes():
+    problems, report = nccl_check.check(nccl_check.parse(_text("nccl_tuned.txt")), FIXTURE_SET, procs=2)
+    assert problems == []
+    assert any("Algo RING proto LL" in line for line in report)
+
+
+def test_default_run_fails_on_every_tuned_value_and_the_protocol():
+    problems, _ = nccl_check.check(nccl_check.parse(_text("nccl_default.txt")), FIXTURE_SET, procs=2)
+    missing = sorted(p.split("=")[0] for p in problems if "set by environment" in p)
+    # NVLS_ENABLE=0 was exported in both runs (the machine needs it); the five tuning values were not.
+    assert missing == ["NCCL_ALGO", "NCCL_IB_DISABLE", "NCCL_MIN_NCHANNELS", "NCCL_P2P_LEVEL", "NCCL_PROTO"]
+    assert any("protocol SIMPLE, expected LL" in p for p in problems)
+
+
+def test_role_default_set_is_strict_about_a_value_nccl_did_not_report():
+    # The fixture run did not export NCCL_CUMEM_ENABLE: the role's full default set must not pass on it.
+    problems, _ = nccl_check.check(nccl_check.parse(_text("nccl_tuned.txt")), _defaults()["nccl_env"], procs=2)
+    assert len(problems) == 1 and problems[0].startswith("NCCL_CUMEM_ENABLE=0 not reported")
+
+
+def test_one_process_missing_fails():
+    text = "\n".join(line for line in _text("nccl_tuned.txt").splitlines() if not line.startswith("vm:669:"))
+    problems, _ = nccl_check.check(nccl_check.parse(text), FIXTURE_SET, procs=2)
+    assert any("expected NCCL output of 2 processes, found 1" in p for p in problems)
+
+
+def test_missing_tuning_line_is_reported():
+    text = "\n".join(line for line in _text("nccl_tuned.txt").splitlines() if "Bytes -> Algo" not in line)
+    problems, _ = nccl_check.check(nccl_check.parse(text), FIXTURE_SET, procs=2)
+    assert problems == ["no 'AllReduce: N Bytes -> Algo X proto Y' line (NCCL_DEBUG_SUBSYS needs TUNING)"]
+
+
+def test_cli_exit_codes(tmp_path, capsys):
+    env = tmp_path / "nccl.env"
+    env.write_text("# comment\n" + "".join("%s=%s\n" % kv for kv in FIXTURE_SET.items()))
+    assert nccl_check.main([os.path.join(TEXTS, "nccl_tuned.txt"), "--env-file", str(env)]) == 0
+    assert "nccl_check: PASS" in capsys.readouterr().out
+    assert nccl_check.main([os.path.join(TEXTS, "nccl_default.txt"), "--env-file", str(env)]) == 1
+    assert "nccl_check: FAIL" in capsys.readouterr().out
+
+
+# --- the role's templates, rendered as Ansible would and run by a real interpreter -------------------
+
+def _render(name, **extra):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
+                             keep_trailing_newline=True, trim_blocks=True)
+    env.filters["to_json"] = json.dumps
+    env.filters["comment"] = lambda s: "# " + s
+    defaults = _defaults()
+    values = {"nccl_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
+              "nccl_tuning_env_file": "/etc/sglang/nccl.env", "nccl_tuning_site_dir": "/opt/sglang/venv/lib/python3/site-packages",
+              "nccl_tuning_file_created": False, "nccl_tuning_newline_added": False}
+    values.update(extra)
+    return env.get_template(name).render(**values)
+
+
+def _run(code, exported=None):
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env.update(exported or {})
+    out = subprocess.run([sys.executable, "-S", "-c", code + "\nimport json, os\n"
+                          "print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('NCCL_')}))"],
+                         env=env, check=True, capture_output=True, text=True).stdout
+    return json.loads(out.splitlines()[-1])
+
+
+@pytest.mark.parametrize("policy, want_proto", [("setdefault", "Simple"), ("force", "LL")])
+def test_block_honours_the_policy(policy, want_proto):
+    block = _render("sitecustomize_block.py.j2", nccl_env_policy=policy)
+    seen = _run(block, {"NCCL_PROTO": "Simple"})
+    assert seen == dict(_defaults()["nccl_env"], NCCL_PROTO=want_proto)
+    assert "_gpuserve_nccl_tuning" not in block.split("del _gpuserve_nccl_tuning")[1]  # leaves no name behind
+
+
+@pytest.mark.parametrize("policy, want_proto", [("setdefault", "Simple"), ("force", "LL")])
+def test_pth_hook_is_one_import_line_with_the_same_effect(policy, want_proto):
+    pth = _render("nccl_tuning.pth.j2", nccl_env_policy=policy)
+    lines = pth.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("import ")  # site.addpackage exec()s only such lines
+    assert _run(lines[0], {"NCCL_PROTO": "Simple"}) == dict(_defaults()["nccl_env"], NCCL_PROTO=want_proto)
+
+
+def test_env_file_holds_the_same_values():
+    text = _render("nccl.env.j2")
+    assert nccl_check.read_env_file(text) == _defaults()["nccl_env"]
+    assert all(line.startswith("#") or "=" in line for line in text.splitlines() if line)
+
+
+def test_defaults_match_argument_specs():
+    with open(os.path.join(ROLE, "meta", "argument_specs.yml"), encoding="utf-8") as f:
+        spec = yaml.safe_load(f)["argument_specs"]["main"]["options"]
+    defaults = _defaults()
+    assert set(spec) == set(defaults)
+    for key, value in defaults.items():
+        assert spec[key]["default"] == value, key
