@@ -8,6 +8,7 @@
 - sglang_cmdline: words or a flag mapping -> one line quoted for systemd's ExecStart.
 - sglang_args_problems: the inputs SGLang 0.5.9 would refuse (or misuse), as messages, before the host changes.
 - sglang_envfile: a mapping -> KEY="value" lines for a systemd EnvironmentFile.
+- sglang_unit_environment: a mapping -> Environment= lines of a unit.
 - sglang_mask_env: a mapping with the values of secret-looking keys masked (for the deployment record).
 
 Pure functions, no host access; unit-tested in tests/unit/plugins/filter/test_sglang_cmdline.py.
@@ -160,11 +161,16 @@ def sglang_argv(args):
     return words
 
 
-def systemd_quote(word):
-    """One word for ExecStart: systemd's quoting, with $ and % escaped so they stay literal."""
+def systemd_quote(word, dollar=True):
+    """One word for ExecStart: systemd's quoting, with $ and % escaped so they stay literal.
+
+    dollar=False for settings that do not expand variables (Environment=): only % is doubled there.
+    """
     if not isinstance(word, string_types):
         word = str(word)
-    escaped = word.replace("$", "$$").replace("%", "%%")
+    escaped = word.replace("%", "%%")
+    if dollar:
+        escaped = escaped.replace("$", "$$")
     if word and _SAFE_WORD_RE.match(word):
         return escaped
     out = []
@@ -195,6 +201,21 @@ def sglang_cmdline(args, prefix=None):
                                  % type(args).__name__)
     prefix = list(prefix or [])
     return " ".join(systemd_quote(w) for w in prefix + words)
+
+
+def sglang_unit_environment(env):
+    """Mapping -> 'Environment=...' lines for a unit (quoted, % doubled, no $ expansion there), in order."""
+    lines = []
+    for key, value in _items(env, "the unit environment"):
+        if not isinstance(key, string_types) or not _ENV_NAME_RE.match(key):
+            raise AnsibleFilterError("environment variable name %r is not valid" % (key,))
+        if value is None:
+            continue
+        text = _env_value(value)
+        if "\n" in text:
+            raise AnsibleFilterError("environment variable %s: a value cannot span lines" % key)
+        lines.append("Environment=" + systemd_quote("%s=%s" % (key, text), dollar=False))
+    return "\n".join(lines)
 
 
 def _number(args, flag, problems):
@@ -307,4 +328,5 @@ class FilterModule(object):
             "sglang_args_problems": sglang_args_problems,
             "sglang_envfile": sglang_envfile,
             "sglang_mask_env": sglang_mask_env,
+            "sglang_unit_environment": sglang_unit_environment,
         }

@@ -6,6 +6,7 @@ Run with the interpreter of the venv that holds SGLang:
 
     python sglang_check_args.py --model-path /models/x --tp 8 ...     (arguments on the command line), or
     SGLANG_CHECK_ARGV='["--model-path", ...]' python sglang_check_args.py   (a JSON list, as the server role does)
+    SGLANG_CHECK_ARGV_BATCH='[[...], [...]]' python sglang_check_args.py    (many lines, one import: for tests)
 
 It builds the parser exactly as `python -m sglang.launch_server` does (ServerArgs.add_cli_args on a fresh
 argparse.ArgumentParser) and calls parse_args. It does NOT build ServerArgs (its __post_init__ probes GPUs).
@@ -15,6 +16,8 @@ parser rejects the line; exit 3 when SGLang cannot be imported.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import sys
@@ -50,26 +53,39 @@ def _import_torchvision():
     import torchvision  # noqa: F401,F811  pylint: disable=unused-import,reimported
 
 
+def _parse(server_args_cls, argv, version):
+    parser = argparse.ArgumentParser(prog="sglang.launch_server")
+    server_args_cls.add_cli_args(parser)
+    ns = parser.parse_args(argv)  # exits 2 with "sglang.launch_server: error: ..." on a bad line
+    return {"sglang_version": version, "args": dict(sorted(vars(ns).items()))}
+
+
 def main(argv=None):
-    if argv is None:
+    batch = os.environ.get("SGLANG_CHECK_ARGV_BATCH")
+    if argv is None and not batch:
         raw = os.environ.get("SGLANG_CHECK_ARGV")
         argv = json.loads(raw) if raw else sys.argv[1:]
     try:
         _import_torchvision()
         from sglang.srt.server_args import ServerArgs
+        import sglang
     except Exception as exc:  # pylint: disable=broad-except
         sys.stderr.write("cannot import sglang.srt.server_args: %s: %s\n" % (type(exc).__name__, exc))
         return 3
-    parser = argparse.ArgumentParser(prog="sglang.launch_server")
-    ServerArgs.add_cli_args(parser)
-    ns = parser.parse_args(argv)  # exits 2 with "sglang.launch_server: error: ..." on a bad line
-    try:
-        import sglang
-        version = getattr(sglang, "__version__", None)
-    except Exception:  # pylint: disable=broad-except
-        version = None
-    out = {"sglang_version": version, "args": dict(sorted(vars(ns).items()))}
-    sys.stdout.write(json.dumps(out, default=str) + "\n")
+    version = getattr(sglang, "__version__", None)
+    if not batch:
+        sys.stdout.write(json.dumps(_parse(ServerArgs, argv, version), default=str) + "\n")
+        return 0
+    for one in json.loads(batch):
+        err = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(err):
+                out = _parse(ServerArgs, one, version)
+            out["rc"] = 0
+        except SystemExit as exc:
+            out = {"sglang_version": version, "rc": exc.code}
+        out["stderr"] = err.getvalue()
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
     return 0
 
 
