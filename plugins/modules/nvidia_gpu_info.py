@@ -21,7 +21,7 @@ description:
     C(reason); it does not fail.
   - Changes nothing on the host.
 author:
-  - gpuserve.sglang maintainers
+  - gpuserve.sglang maintainers (@gpuserve)
 options:
   nvidia_smi:
     description:
@@ -39,8 +39,11 @@ attributes:
     description: Read-only; runs the same way in check mode.
   diff_mode:
     support: none
+    description: Reports only; there is nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux hosts (nvidia-smi, /proc).
 notes:
   - Memory numbers are MiB as C(nvidia-smi) prints them with C(nounits); the C(*_gib) values are the same
     numbers divided by 1024, the unit SGLang's logs label "GB".

@@ -21,11 +21,11 @@ description:
   - GPU memory comes from O(gpus) (the C(gpus) list of M(gpuserve.sglang.nvidia_gpu_info)) or
     O(gpu_memory_gb); host memory from C(/proc/meminfo) unless O(mem_available_gb) is given.
   - O(compare) plans several alternatives (HiCache ratio 2 vs 4, FP8 KV cache, ...) side by side in one table.
-  - Changes nothing on the host; it never fails because a plan does not fit (see RV(fits) and RV(problems)).
+  - Changes nothing on the host; it never fails because a plan does not fit (see the C(fits) and C(problems) return values).
     It fails only on input it cannot plan (no geometry, no GPU memory, a ratio <= 1, ...).
   - See docs/memory-planning.md for the formulas and the units.
 author:
-  - gpuserve.sglang maintainers
+  - gpuserve.sglang maintainers (@gpuserve)
 options:
   tp:
     description: Tensor-parallel size (C(--tp)); one SGLang scheduler process and one HiCache pool per rank.
@@ -135,8 +135,11 @@ attributes:
     description: Read-only; runs the same way in check mode.
   diff_mode:
     support: none
+    description: Reports only; there is nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux hosts (nvidia-smi, /proc).
 seealso:
   - module: gpuserve.sglang.nvidia_gpu_info
 """
@@ -180,7 +183,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 fits:
-  description: The KV cache has room, the host pool is larger than the device pool, and all ranks' pools fit in MemAvailable - 10 GiB.
+  description:
+    - The KV cache has room, the host pool is larger than the device pool, and all ranks' pools fit in
+      MemAvailable - 10 GiB.
   returned: always
   type: bool
   sample: true
@@ -244,7 +249,7 @@ kv_bytes_per_rank:
   returned: always
   type: int
 kv_gb_per_rank:
-  description: KV pool per rank in GiB, as SGLang's "KV size: X GB" line prints it.
+  description: KV pool per rank in GiB, as SGLang's C(KV size) line prints it.
   returned: always
   type: float
   sample: 10.42
@@ -328,7 +333,9 @@ sources:
   returned: always
   type: dict
 compare:
-  description: One row per O(compare) alternative (name, kv_dtype, mem_fraction_static, hicache, kv_tokens_per_rank, kv_gb_per_rank, host_pool_gb_per_rank, host_pool_gb_total, ram_left_after_pinning_gb, fits).
+  description:
+    - One row per O(compare) alternative, with the keys name, kv_dtype, mem_fraction_static, hicache,
+      kv_tokens_per_rank, kv_gb_per_rank, host_pool_gb_per_rank, host_pool_gb_total, ram_left_after_pinning_gb, fits.
   returned: always
   type: list
   elements: dict
