@@ -21,12 +21,16 @@ subprocess.run([sys.executable, "-m", "ensurepip", "--default-pip"], check=True,
 subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check",
                 "--no-index", "--find-links", "$WHEELS", "pip==$PIPVER"], check=True)
 PY
-# ansible-test resolves its working directory (a symlinked tree is not enough): test a copy of the
-# files git knows (tracked, plus new files not ignored), laid out as ansible_collections/gpuserve/sglang.
-TREE="$ROOT/.cache/sanity/ansible_collections/gpuserve/sglang"
-rm -rf "$TREE" && mkdir -p "$TREE"
+# ansible-test resolves its working directory (a symlinked tree is not enough) and lists files through git:
+# test a private copy of the files git knows (tracked, plus new files not ignored), laid out as
+# ansible_collections/gpuserve/sglang, committed in a throwaway repository.
+WORK="$(mktemp -d "$ROOT/.cache/sanity.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+TREE="$WORK/ansible_collections/gpuserve/sglang"
+mkdir -p "$TREE"
 (cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$TREE" 2>/dev/null || true)
+(cd "$TREE" && git init -q && git add -A && git -c user.name=sanity -c user.email=sanity@localhost commit -qm tree)
 cd "$TREE"
 PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 export PATH="$VENV/bin:$PATH"
-exec ansible-test sanity --python "$PY" --color no "$@"
+ansible-test sanity --python "$PY" --color no "$@"
