@@ -59,7 +59,7 @@ def cuda_repo_distro(distribution, version):
     if dist == "ubuntu":
         name = "ubuntu" + ver.replace(".", "")
     elif dist == "debian":
-        name = "debian" + ver.split(".")[0]
+        name = "debian" + ver.split(".", 1)[0]
     else:
         name = dist + ver
     if name not in SUPPORTED_DISTROS:
@@ -205,11 +205,9 @@ def cuda_stale_ldconfig(files, release, keep=()):
                     reasons.append(line)
         others = sorted(m for m in majors if m != major)
         if others and major not in majors:
-            stale.append({
-                "path": path,
-                "reason": "CUDA %s, not %d (%s)" % ("/".join(str(m) for m in others), major,
-                                                   "; ".join(dict.fromkeys(reasons))),
-            })
+            seen = "/".join(str(m) for m in others)
+            why = "; ".join(dict.fromkeys(reasons))
+            stale.append({"path": path, "reason": "CUDA %s, not %d (%s)" % (seen, major, why)})
     return stale
 
 

@@ -46,7 +46,7 @@ def test_repo_rendered_for_each_distro_and_arch(distro, arch):
 
 def test_pin_file_content():
     pin = f.cuda_repo("13.0", "ubuntu2404", "x86_64")["pin_content"]
-    stanzas = [s for s in pin.strip().split("\n\n")]
+    stanzas = pin.strip().split("\n\n")
     assert len(stanzas) == 2
     assert "Package: cuda-toolkit-13-0\nPin: version 13.0.*\nPin-Priority: 1001" in stanzas[0]
     assert "Package: cuda cuda-toolkit cuda-toolkit-13\nPin: version *\nPin-Priority: -1" in stanzas[1]
@@ -85,7 +85,7 @@ def test_repo_bad_input(kwargs, message):
     args = {"release": "13.0", "distro": "ubuntu2404", "arch": "x86_64"}
     args.update(kwargs)
     with pytest.raises(AnsibleFilterError, match=re.escape(message)):
-        f.cuda_repo(args.pop("release"), args.pop("distro"), args.pop("arch"), **args)
+        f.cuda_repo(**args)
 
 
 @pytest.mark.parametrize("dist,ver,name", [
