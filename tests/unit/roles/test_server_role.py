@@ -1,0 +1,167 @@
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The server role's structure, profiles and templates: phases with tags, argument_specs == defaults, the
+production unit rendered from the production profile, the API key kept out of the unit."""
+from __future__ import annotations
+
+import os
+import re
+
+import jinja2
+import pytest
+import yaml
+
+from ansible_collections.gpuserve.sglang.plugins.filter import sglang_cmdline as f
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+ROLE = os.path.join(ROOT, "roles", "server")
+
+
+def _yaml(*parts):
+    with open(os.path.join(ROLE, *parts), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+DEFAULTS = _yaml("defaults", "main.yml")
+
+
+def test_argument_specs_match_defaults():
+    options = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    assert sorted(DEFAULTS) == sorted(options)
+    for key, spec in options.items():
+        default = DEFAULTS[key]
+        templated = "{{" in str(default)
+        assert spec.get("default") == default or templated, key
+        if "choices" in spec:
+            assert default in spec["choices"], key
+    assert options["sglang_api_key"].get("no_log") is True
+
+
+def test_profile_choices_are_the_shipped_profiles():
+    options = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+    shipped = sorted(n[:-4] for n in os.listdir(os.path.join(ROLE, "vars", "profiles")))
+    assert sorted(options["sglang_profile"]["choices"]) == shipped
+    assert DEFAULTS["sglang_profile"] == "kimi_k25_int4_eagle3"
+
+
+def test_phases_and_tags():
+    main = _yaml("tasks", "main.yml")
+    files = [t["ansible.builtin.include_tasks"]["file"] for t in main]
+    assert files == ["preflight.yml", "install.yml", "configure.yml", "run.yml"]
+    for task, phase in zip(main, ["preflight", "install", "configure", "run"]):
+        assert task["tags"] == ["server_" + phase]
+        assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == ["server_" + phase]
+
+
+def test_production_defaults_of_the_unit():
+    expected = {
+        "sglang_service_name": "sglang-kimi", "sglang_python": "/opt/sglang/venv/bin/python",
+        "sglang_launcher": "sglang.launch_server", "sglang_host": "127.0.0.1", "sglang_port": 30000,
+        "sglang_unit_restart": "on-failure", "sglang_unit_restart_sec": 30, "sglang_unit_timeout_start_sec": 900,
+        "sglang_unit_timeout_stop_sec": 60, "sglang_unit_limit_nofile": 65536, "sglang_unit_limit_memlock": "infinity",
+        "sglang_unit_kill_mode": "control-group", "sglang_unit_kill_signal": "SIGTERM",
+        "sglang_unit_wanted_by": "multi-user.target", "sglang_rollback": True, "sglang_free_gpus": False,
+    }
+    assert {k: DEFAULTS[k] for k in expected} == expected
+    assert "{{ sglang_nvidia_smi_dir }}" in DEFAULTS["sglang_unit_environment"]["PATH"]
+    assert set(DEFAULTS["sglang_unit_environment"]) == {"CUDA_HOME", "PATH", "LD_LIBRARY_PATH"}
+
+
+def test_production_profile_is_the_production_unit():
+    profile = _yaml("vars", "profiles", "kimi_k25_int4_eagle3.yml")
+    argv = f.sglang_argv(dict(profile["server_profile_args"], **{"speculative-draft-model-path": "/d"}))
+    assert " ".join(argv) == (
+        "--tp 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /d --speculative-num-steps 2 "
+        "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --cuda-graph-max-bs 128 "
+        "--attention-backend flashinfer --enable-flashinfer-allreduce-fusion --disable-custom-all-reduce "
+        "--mem-fraction-static 0.88 --enable-hierarchical-cache --hicache-ratio 4.0 "
+        "--hicache-write-policy write_through --hicache-io-backend kernel")
+    assert profile["server_profile_env"] == {"SGLANG_ENABLE_SPEC_V2": "True"}
+
+
+@pytest.mark.parametrize("name", ["kimi_k25_int4_eagle3", "qwen35_397b_a17b_nvfp4", "custom"])
+def test_profiles_pass_the_preflight_rules(name):
+    profile = _yaml("vars", "profiles", name + ".yml")
+    args = dict(profile["server_profile_args"])
+    if "speculative-draft-model-path" in args:
+        args["speculative-draft-model-path"] = "/d"
+    assert f.sglang_args_problems(args, profile["server_profile_env"]) == []
+
+
+def _render_unit(**over):
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
+    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
+    for name, func in f.FilterModule().filters().items():
+        env.filters["gpuserve.sglang." + name] = func
+    variables = dict(DEFAULTS)
+    variables.update({
+        "sglang_unit_environment": {"CUDA_HOME": "/usr/local/cuda-13.0",
+                                    "PATH": "/opt/sglang/venv/bin:/usr/local/cuda-13.0/bin:/usr/bin:/bin",
+                                    "LD_LIBRARY_PATH": "/usr/local/cuda-13.0/lib64"},
+        "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
+        "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang (kimi)",
+        "server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
+                                           prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
+        "ansible_managed": "Ansible managed",
+    })
+    variables.update(over)
+    return env.get_template("sglang.service.j2").render(**variables)
+
+
+def _settings(text):
+    out = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith("#"):
+            key, value = line.split("=", 1)
+            out.setdefault(key, []).append(value)
+    return out
+
+
+def test_unit_template_production_settings():
+    text = _render_unit()
+    assert text.startswith("#\n# Ansible managed\n#\n")
+    s = _settings(text)
+    assert s["ExecStart"] == ["/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /models/k --tp 8"]
+    for key, value in [("Restart", "on-failure"), ("RestartSec", "30"), ("TimeoutStartSec", "900"),
+                       ("TimeoutStopSec", "60"), ("LimitNOFILE", "65536"), ("LimitMEMLOCK", "infinity"),
+                       ("KillMode", "control-group"), ("KillSignal", "SIGTERM"), ("WantedBy", "multi-user.target")]:
+        assert s[key] == [value], key
+    assert s["EnvironmentFile"] == ["-/etc/sglang/nccl.env", "/etc/sglang/sglang-kimi.env"]
+    assert s["Environment"] == ["CUDA_HOME=/usr/local/cuda-13.0",
+                                "PATH=/opt/sglang/venv/bin:/usr/local/cuda-13.0/bin:/usr/bin:/bin",
+                                "LD_LIBRARY_PATH=/usr/local/cuda-13.0/lib64"]
+    assert "User" not in s
+    assert len(text.splitlines()) < 40  # the template stays short: the command line comes from the filter
+
+
+def test_unit_template_overrides_user_and_api_key():
+    text = _render_unit(sglang_user="sglang", sglang_api_key="s3cret-key", sglang_unit_restart="always",
+                        sglang_unit_extra={"Nice": -5})
+    s = _settings(text)
+    assert s["User"] == ["sglang"] and s["Group"] == ["sglang"]
+    assert s["Restart"] == ["always"] and s["Nice"] == ["-5"]
+    assert s["ExecStart"][0].endswith(" --api-key ${SGLANG_API_KEY}")
+    assert "s3cret-key" not in text
+
+
+def test_unit_environment_values_are_quoted():
+    text = _render_unit(sglang_unit_environment={"NCCL_DEBUG": "WARN", "X": "a b 100%"})
+    assert 'Environment="X=a b 100%%"' in text.splitlines()
+
+
+def test_env_file_and_record_mask_the_key():
+    content = f.sglang_envfile({"SGLANG_ENABLE_SPEC_V2": "True", "SGLANG_API_KEY": "k"})
+    assert content.splitlines() == ['SGLANG_API_KEY="k"', 'SGLANG_ENABLE_SPEC_V2="True"']
+    with open(os.path.join(ROLE, "templates", "deployment-record.md.j2"), encoding="utf-8") as handle:
+        record = handle.read()
+    assert "sglang_mask_env" in record
+    assert not re.search(r"sglang_api_key\s*}}", record)
+
+
+def test_secrets_never_logged():
+    for name in ("configure.yml",):
+        tasks = _yaml("tasks", name)
+        for task in tasks:
+            body = yaml.safe_dump(task)
+            if "server_env_content" in body and ("copy" in body or "set_fact" in body):
+                assert task.get("no_log") is True, task["name"]
