@@ -89,6 +89,31 @@ YML
   return $rc
 }
 
+render_fallback() {  # only when the role could not run: the role's own templates, rendered with jinja2
+  echo "FALLBACK: rendering roles/nccl_tuning/templates/* directly (the role run failed; that step stays FAILED)"
+  "$VENV/bin/python" - "$ROOT/roles/nccl_tuning" "$ENVFILE" <<'PYEOF'
+import importlib.util, json, os, sys, sysconfig
+import jinja2, yaml
+role, envfile = sys.argv[1], sys.argv[2]
+site = sysconfig.get_paths()["purelib"]
+spec = importlib.util.find_spec("sitecustomize")
+shadowed = bool(spec and spec.origin and spec.origin != os.path.join(site, "sitecustomize.py"))
+d = yaml.safe_load(open(os.path.join(role, "defaults", "main.yml")))
+env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(role, "templates")), trim_blocks=True, keep_trailing_newline=True)
+env.filters["to_json"] = json.dumps
+env.filters["comment"] = lambda s: "# " + s
+v = dict(d, nccl_tuning_env_file=envfile, nccl_tuning_site_dir=site, nccl_tuning_file_created=True,
+         nccl_tuning_newline_added=False, ansible_managed="rendered by tests/gpu/nccl_proof.sh (fallback)")
+os.makedirs(os.path.dirname(envfile), exist_ok=True)
+open(envfile, "w").write(env.get_template("nccl.env.j2").render(**v))
+mark = "# %s gpuserve.sglang.nccl_tuning MANAGED BLOCK\n"
+open(os.path.join(site, "sitecustomize.py"), "a").write(mark % "BEGIN" + env.get_template("sitecustomize_block.py.j2").render(**v) + mark % "END")
+if shadowed:
+    open(os.path.join(site, "gpuserve_nccl_tuning.pth"), "w").write(env.get_template("nccl_tuning.pth.j2").render(**v))
+print("rendered into", site, "(shadowed sitecustomize: %s)" % shadowed)
+PYEOF
+}
+
 show_installed() {
   local site; site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
   ls -l "$site"/sitecustomize.py "$site"/gpuserve_nccl_tuning.pth "$ENVFILE" 2>&1
@@ -174,6 +199,7 @@ removed() {
 step "machine: 2 GPUs, torch, ansible-core, no tuning variable exported" machine
 step "venv with --system-site-packages" make_venv
 step "role gpuserve.sglang.nccl_tuning (present) into the venv, local connection" run_role present
+[[ -f $ENVFILE ]] || step "fallback: the role's templates rendered into the venv" render_fallback
 step "installed files and the venv's python on a plain start" show_installed
 step "NCCL all-reduce under the installed tuning (torchrun, 2 processes)" tuned_run
 step "control: python -S + EnvironmentFile only (what the systemd unit gets)" nosite_run
