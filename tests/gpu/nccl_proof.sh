@@ -79,7 +79,7 @@ run_role() {  # $1 = present|absent
         nccl_python: $VENV/bin/python
         nccl_tuning_env_file: $ENVFILE
 YML
-  ANSIBLE_COLLECTIONS_PATH="$WORK/collections" ANSIBLE_HOME="$WORK/ansible-home" ANSIBLE_NOCOLOR=1 \
+  LC_ALL=C.UTF-8 LANG=C.UTF-8 ANSIBLE_COLLECTIONS_PATH="$WORK/collections" ANSIBLE_HOME="$WORK/ansible-home" ANSIBLE_NOCOLOR=1 \
     ANSIBLE_LOCAL_TEMP="$WORK/ansible-home/tmp" ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
     "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$(command -v "$PY")" \
     "$WORK/role.yml" > "$WORK/role-$1.log" 2>&1
