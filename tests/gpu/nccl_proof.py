@@ -20,6 +20,13 @@ import os
 import sys
 
 
+def say(line):
+    """One write call per line: under PYTHONUNBUFFERED print() writes text and newline separately,
+    and the lines of two ranks sharing a pipe would interleave."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def run(rank, world_size, local_rank):
     import torch
     import torch.distributed as dist
@@ -32,7 +39,7 @@ def run(rank, world_size, local_rank):
         "sitecustomize": getattr(sys.modules.get("sitecustomize"), "__file__", None),
         "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
     }
-    print("PROOF-RANK " + json.dumps(info, sort_keys=True), flush=True)
+    say("PROOF-RANK " + json.dumps(info, sort_keys=True))
     torch.cuda.set_device(local_rank)
     dist.init_process_group("nccl", rank=rank, world_size=world_size, device_id=torch.device("cuda", local_rank))
     try:
@@ -42,7 +49,7 @@ def run(rank, world_size, local_rank):
         want = float(sum(range(1, world_size + 1)))
         got = float(x[0].item())
         ok = bool(torch.all(x == want).item())
-        print("PROOF-SUM rank %d sum %s expected %s %s" % (rank, got, want, "ok" if ok else "WRONG"), flush=True)
+        say("PROOF-SUM rank %d sum %s expected %s %s" % (rank, got, want, "ok" if ok else "WRONG"))
         if not ok:
             raise SystemExit(3)
     finally:

@@ -139,7 +139,13 @@ nccl_lines() {  # what matters from a log, for the record
 rank_lines_ok() {  # $1 log, $2 python expression on each PROOF-RANK record r
   "$PY" - "$1" "$2" <<'PYEOF'
 import json, sys
-recs = [json.loads(l.split("PROOF-RANK ", 1)[1]) for l in open(sys.argv[1], errors="replace") if "PROOF-RANK " in l]
+text = open(sys.argv[1], errors="replace").read()
+dec = json.JSONDecoder()
+recs = []
+start = text.find("PROOF-RANK ")
+while start >= 0:
+    recs.append(dec.raw_decode(text, start + len("PROOF-RANK "))[0])
+    start = text.find("PROOF-RANK ", start + 1)
 ok = len(recs) == 2 and all(eval(sys.argv[2], {}, {"r": r}) for r in recs)
 print("PROOF-RANK records: %d, condition `%s`: %s" % (len(recs), sys.argv[2], "holds" if ok else "FAILS"))
 sys.exit(0 if ok else 1)
@@ -152,7 +158,7 @@ tuned_run() {
   local rc=$?; echo "torchrun rc=$rc (full log $WORK/tuned.log, $(wc -l < "$WORK/tuned.log") lines)"
   nccl_lines "$WORK/tuned.log"
   [[ $rc -eq 0 ]] || { tail -30 "$WORK/tuned.log"; return 1; }
-  [[ $(grep -c 'PROOF-SUM .* ok$' "$WORK/tuned.log") -eq 2 ]] || { echo "all-reduce sums not ok on both ranks"; return 1; }
+  [[ $(grep -oE 'PROOF-SUM rank [0-9]+ sum [0-9.]+ expected [0-9.]+ ok' "$WORK/tuned.log" | wc -l) -eq 2 ]] || { echo "all-reduce sums not ok on both ranks"; return 1; }
   rank_lines_ok "$WORK/tuned.log" 'not r["no_site"]' || return 1
   $CHECK "$WORK/tuned.log" --env-file "$ENVFILE" --procs 2
 }
