@@ -91,6 +91,7 @@ class ServiceRunner(object):
         self.wall0 = None
         self.t_new = None
         self.t_ready = None
+        self.hicache_settled = False
 
     # ---- helpers -------------------------------------------------------------------------------
     def elapsed(self):
@@ -381,6 +382,11 @@ class ServiceRunner(object):
         seen = sorted(self.watch.hicache)
         if len([rank for rank in seen if rank < expected]) >= expected:
             return
+        if not self.hicache_settled:
+            # Lines of other processes/streams may arrive a moment later: one more read before judging.
+            self.hicache_settled = True
+            self.settle()
+            return self.check_hicache()
         missing = [rank for rank in range(expected) if rank not in self.watch.hicache]
         where = ""
         if self.watch.hicache_late:

@@ -67,6 +67,12 @@ MAX_TOKENS_RE = re.compile(r"max_total_num_tokens=(?P<tokens>\d+)")
 HTTP_START_RE = re.compile(r"Uvicorn running on |Application startup complete\.")
 
 
+def line_stamp(line):
+    """The ``%Y-%m-%d %H:%M:%S`` prefix of an SGLang line (sortable as text), or None."""
+    match = LINE_RE.match(line)
+    return match.group("stamp") if match else None
+
+
 def parse_line(line):
     """Split an SGLang log line into (rank or None, message). Lines without the prefix give (None, line)."""
     match = LINE_RE.match(line)
@@ -100,6 +106,7 @@ class LogWatch(object):
         self.http_start_ts = None
         self.ready_line = None
         self.ready_ts = None
+        self.ready_stamp = None
         self.fatal = []           # (pattern index, order, line)
         self.hicache = {}         # rank -> GB, lines before the ready line only
         self.hicache_late = {}    # rank -> GB, lines after the ready line (do not count)
@@ -125,7 +132,12 @@ class LogWatch(object):
         key = rank if rank is not None else 0
         match = HICACHE_RE.search(msg)
         if match:
-            target = self.hicache if self.ready_line is None else self.hicache_late
+            # Counted when before the ready line; a line that arrived later (another process or stream) but
+            # carries a stamp not after the ready line's was printed before it and counts too.
+            stamp = line_stamp(line)
+            early = self.ready_line is None or (stamp is not None and self.ready_stamp is not None
+                                                and stamp <= self.ready_stamp)
+            target = self.hicache if early else self.hicache_late
             target.setdefault(key, float(match.group("gb")))
         match = KV_MLA_RE.search(msg)
         if match:
@@ -141,6 +153,7 @@ class LogWatch(object):
         if self.ready_line is None and self.ready_re.search(line):
             self.ready_line = line
             self.ready_ts = ts
+            self.ready_stamp = line_stamp(line)
 
     @property
     def failed_line(self):

@@ -79,10 +79,18 @@ def test_seven_of_eight_ranks_are_reported_missing():
 
 def test_hicache_lines_after_the_ready_line_do_not_count():
     lines = startup(hicache_ranks=[])
-    lines.append("[%s TP0] Allocating 20.85 GB host memory for hierarchical KV cache." % STAMP)
+    lines.append("[2026-11-29 17:54:37 TP0] Allocating 20.85 GB host memory for hierarchical KV cache.")
     watch = feed_all(logs.LogWatch(), lines)
     assert watch.hicache == {}
     assert watch.hicache_summary(8)["ranks_after_ready"] == [0]
+
+
+def test_hicache_line_arriving_late_but_printed_before_ready_counts():
+    # another process's stream delivered TP7's line after the ready line; its SGLang stamp is earlier
+    lines = startup(hicache_ranks=range(7))
+    lines.append("[2026-11-29 17:54:35 TP7] Allocating 20.85 GB host memory for hierarchical KV cache.")
+    watch = feed_all(logs.LogWatch(), lines)
+    assert watch.hicache_summary(8)["ranks_missing"] == []
 
 
 def test_duplicate_rank_lines_count_once():
