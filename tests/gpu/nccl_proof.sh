@@ -60,6 +60,12 @@ machine() {
 
 make_venv() {
   "$PY" -m venv --system-site-packages "$VENV" || return 1
+  # When $PY is itself a venv (the GPU image's python3 is /opt/torch/.venv), --system-site-packages shows the
+  # BASE interpreter's packages, not torch: add the directory that holds torch with a .pth file.
+  local torch_dir venv_site
+  torch_dir="$("$PY" -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')" || return 1
+  venv_site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || return 1
+  echo "$torch_dir" > "$venv_site/_gpuserve_proof_torch.pth"
   "$VENV/bin/python" -c 'import sys, sysconfig, torch; print("venv", sys.prefix, "site-packages", sysconfig.get_paths()["purelib"], "torch", torch.__version__)'
 }
 
