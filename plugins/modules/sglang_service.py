@@ -25,7 +25,7 @@ description:
     cost does not grow with the unit's history.
   - Runs on the target with the Python standard library, C(systemctl) and C(journalctl) only.
 author:
-  - gpuserve.sglang contributors
+  - gpuserve.sglang maintainers (@gpuserve)
 options:
   name:
     description:
@@ -94,18 +94,21 @@ options:
 attributes:
   check_mode:
     support: full
-    details:
-      - In check mode nothing is queued; the result says what would be done. V(verified) (and V(started) on an
-        active unit) verify as usual, since verifying only reads.
+    description:
+      - Nothing is queued; the result says what would be done. V(verified) (and V(started) on an active unit)
+        verify as usual, since verifying only reads.
   diff_mode:
     support: none
+    description: Reports only; there is nothing to diff.
   platform:
+    support: full
     platforms: posix
+    description: Linux hosts with systemd (tested with systemd 252 on Debian 12) and journald.
 notes:
   - Needs systemd (tested with systemd 252, Debian 12) and a persistent or volatile journal.
   - When C(ExecStart) runs a wrapper script instead of the server, set O(hicache) and O(ranks) explicitly.
-  - The HiCache line means "about to allocate": a failure after it (for example pinning the memory) shows as a fatal
-    line or a dead process, which this module also watches.
+  - The HiCache line means "about to allocate", so a failure after it (for example pinning the memory) shows as a
+    fatal line or a dead process, which this module also watches.
 seealso:
   - module: ansible.builtin.systemd_service
 """
