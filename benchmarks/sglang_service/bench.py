@@ -66,7 +66,7 @@ sys.stdout.flush()
 
 
 def sh(argv, check=True, **kw):
-    proc = subprocess.run(argv, capture_output=True, text=True, **kw)
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kw)
     if check and proc.returncode != 0:
         raise RuntimeError("%s failed (%s): %s" % (" ".join(argv[:6]), proc.returncode, proc.stderr[-2000:]))
     return proc
@@ -105,7 +105,7 @@ def ready_ts(invocation_id):
 def start_container():
     sh(["docker", "rm", "-f", CTR], check=False)
     sh(["docker", "run", "-d", "--name", CTR] + DOCKER_FLAGS + [IMAGE, "/lib/systemd/systemd"])
-    for _ in range(100):
+    for _attempt in range(100):
         if dexec("systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded"):
             break
         time.sleep(0.2)
@@ -126,7 +126,7 @@ def latency(runs, seed=3):
     the uri pattern's 10 s retry grid, as a real load time of minutes would."""
     rng = random.Random(seed)
     out = {"module": [], "usual": [], "load_seconds": []}
-    for _ in range(runs):
+    for _run in range(runs):
         load = round(rng.uniform(3.0, 13.0), 2)
         out["load_seconds"].append(load)
         dexec("echo STANDIN_LOAD_SECONDS=%s > /etc/standin/%s.env" % (load, UNIT))
@@ -151,7 +151,7 @@ def history(lines, runs):
 
     def series(units):
         rows = dict((unit, {"module_total_s": [], "playbook_wall_s": []}) for unit, _port in units)
-        for _ in range(runs):
+        for _run in range(runs):
             for unit, port in units:  # alternate, so background load hits every series alike
                 total, wall, entries = verify_once(unit, port)
                 rows[unit]["module_total_s"].append(total)
@@ -168,7 +168,7 @@ def history(lines, runs):
           "printf '[Service]\\nType=oneshot\\nExecStart=\\nExecStart=/usr/bin/python3 /usr/local/bin/bench_flood.py %d\\n'"
           " > /run/systemd/system/%s.service.d/flood.conf && systemctl daemon-reload" % (UNIT, FLOOD, lines // 10, UNIT))
     t0 = time.time()
-    for _ in range(10):
+    for _flood in range(10):
         dexec("systemctl start %s" % UNIT)
     dexec("rm -rf /run/systemd/system/%s.service.d && systemctl daemon-reload && journalctl --sync" % UNIT)
     flood_s = round(time.time() - t0, 1)

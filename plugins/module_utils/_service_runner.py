@@ -25,12 +25,8 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import Jo
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import FATAL_PATTERNS, READY_PATTERN, LogWatch
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import STOP_JOB_TYPES, SystemdError, exec_start_facts
 
-try:  # Python 3
-    from urllib.error import HTTPError, URLError
-    from urllib.request import ProxyHandler, Request, build_opener
-except ImportError:  # pragma: no cover - Python 2 is not supported by the collection
-    HTTPError = URLError = Exception
-    ProxyHandler = Request = build_opener = None
+from urllib.error import HTTPError, URLError
+from urllib.request import ProxyHandler, Request, build_opener
 
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it

@@ -43,7 +43,7 @@ def health(port):
 
 def run_to_end(args, **env):
     proc = start(args, **env)
-    out, _ = proc.communicate(timeout=30)
+    out = proc.communicate(timeout=30)[0]
     return proc.returncode, out.splitlines()
 
 
@@ -65,7 +65,7 @@ def test_startup_health_sequence_and_drain():
     proc.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     assert health(port) == 503                                   # draining
-    out, _ = proc.communicate(timeout=15)
+    out = proc.communicate(timeout=15)[0]
     assert time.time() - t0 >= 1.4                               # drained for STANDIN_DRAIN_SECONDS
     assert proc.returncode == -signal.SIGKILL                    # SGLang SIGKILLs its own tree at the end
     lines = out.splitlines()

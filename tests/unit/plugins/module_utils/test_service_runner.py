@@ -74,7 +74,7 @@ class FakeHost(object):
             self.journal.append({"MESSAGE": line, "_SYSTEMD_INVOCATION_ID": inv, "_t": at + offset})
 
     def current(self):
-        return self.invocations[-1] if self.invocations else None
+        return self.invocations[-1] if self.invocations else ()
 
     def advance(self):
         """Apply what happened up to now: stops ending, crashes, auto-restarts."""
