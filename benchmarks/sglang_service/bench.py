@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmarks of gpuserve.sglang.sglang_service against the stand-in SGLang server (a test fixture) on a real
 systemd test host that this script starts itself (docker, the flags of .config/molecule/config.yml).
@@ -207,8 +206,8 @@ def main():
         print("| approach | median s | min s | max s | runs |")
         print("|---|---|---|---|---|")
         for kind in ("module", "usual"):
-            print("| %s | %.2f | %.2f | %.2f | %d |" % (kind, med(lat[kind]), min(lat[kind]), max(lat[kind]),
-                                                     len(lat[kind])))
+            row = (kind, med(lat[kind]), min(lat[kind]), max(lat[kind]), len(lat[kind]))
+            print("| %s | %.2f | %.2f | %.2f | %d |" % row)
     if "history" in results:
         his = results["history"]
         print("| case | module median s | playbook median s | entries read | journalctl -u + grep s |")

@@ -30,8 +30,8 @@ from urllib.request import ProxyHandler, Request, build_opener
 
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it
-NO_INVOCATION_GRACE = 3.0
-AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restart= (capped by RestartUSec + 2 s)     # job gone, unit down, no new invocation: give systemd this long
+NO_INVOCATION_GRACE = 3.0     # job gone, unit down, no new invocation: give systemd this long
+AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restart= (capped by RestartUSec + 2 s)
 
 
 class ServiceFailure(Exception):

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A STAND-IN for the SGLang 0.5.9 server: a test fixture, never used by the product.
 
@@ -199,8 +198,8 @@ class Handler(BaseHTTPRequestHandler):
     sys_version = ""
 
     def log_message(self, format, *args):  # noqa: A002 - signature of the base class
-        raw('INFO:     %s:%d - "%s" %s' % (self.client_address[0], self.client_address[1],
-                                            self.requestline, args[1] if len(args) > 1 else ""))
+        status = args[1] if len(args) > 1 else ""
+        raw('INFO:     %s:%d - "%s" %s' % (self.client_address[0], self.client_address[1], self.requestline, status))
 
     def _send(self, code, body):
         data = json.dumps(body).encode() if not isinstance(body, bytes) else body
@@ -342,10 +341,10 @@ def main(argv=None):
     for rank in ranks:
         emit("Capture cuda graph end. Time elapsed: %.2f s. mem usage=1.21 GB. avail mem=%.2f GB."
              % (step, avail - kv_gb - 1.21), rank)
+    running = args.max_running_requests or (48 if spec else 2048)
     emit("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=16384, max_running_requests=%d, "
-         "context_len=%d, available_gpu_mem=%.2f GB" % (tokens, args.chunked_prefill_size,
-                                                      args.max_running_requests or (48 if spec else 2048),
-                                                      args.context_length, avail - kv_gb - 1.21), 0)
+         "context_len=%d, available_gpu_mem=%.2f GB"
+         % (tokens, args.chunked_prefill_size, running, args.context_length, avail - kv_gb - 1.21), 0)
     if args.enable_hierarchical_cache:
         if args.hicache_size <= 0 and args.hicache_ratio <= 1:
             for rank in ranks:
