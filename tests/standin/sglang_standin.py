@@ -12,7 +12,7 @@ outside, so that a systemd unit, its journal and its /health endpoint can be tes
   ``KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB`` (the reference host at
   ``--mem-fraction-static 0.88``; other fractions scale it), ``Memory pool end. ...``, the CUDA graph
   capture lines; TP0 ``max_total_num_tokens=...``; with ``--enable-hierarchical-cache`` per rank
-  ``Allocating X.XX GB host memory for hierarchical KV cache.`` (ratio 2 -> 20.85, ratio 4 -> 41.70,
+  ``Allocating X.XX GB host memory for hierarchical KV cache.`` (ratio 2 -> 22.39, ratio 4 -> 44.77,
   ``--hicache-size N`` -> N.00); then the HTTP server starts (connections to /health are refused before),
   a warm-up (/health answers 503) and ``The server is fired up and ready to roll!`` (/health 200).
 * SIGTERM after warm-up (SGLang installs its handler with the first request, and the warm-up is one) logs
@@ -149,11 +149,15 @@ def kv_tokens(fraction):
 
 
 def host_pool_gb(args, tokens):
-    """Host pool per rank as the deployment's docs state it (ratio x KV size; --hicache-size in GB)."""
+    """Host pool per rank exactly as SGLang 0.5.9's HostKVCache sizes and prints it (memory_pool_host.py):
+    size = hicache_size * 1e9 // cell (or int(tokens * ratio)), aligned up to a page (page_size 1: + 1),
+    printed as bytes / 1e9."""
     if args.hicache_size > 0:
-        size = args.hicache_size * 10 ** 9 // CELL_SIZE
-        return size * CELL_SIZE / 1e9
-    return int(tokens * args.hicache_ratio) * CELL_SIZE / float(GIB)
+        size = int(args.hicache_size * 1e9 // CELL_SIZE)
+    else:
+        size = int(tokens * args.hicache_ratio)
+    size = size + 1  # page_num = size // page_size + 1, page_size 1
+    return size * CELL_SIZE / 1e9
 
 
 def scheduler_exception(rank, lines, final):

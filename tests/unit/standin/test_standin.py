@@ -74,7 +74,7 @@ def test_startup_health_sequence_and_drain():
         watch.feed(line)
     assert watch.fatal == []
     assert watch.ready_line and watch.hicache_summary(8)["ranks_seen"] == list(range(8))
-    assert watch.hicache_summary(8)["host_pool_gb_per_rank"] == 20.85
+    assert watch.hicache_summary(8)["host_pool_gb_per_rank"] == 22.39
     assert watch.kv_summary()["tokens_per_rank"] == 159277 and watch.kv_summary()["gb_per_rank"] == 10.42
     assert any("SIGTERM received. signum=15" in line and "Draining requests and shutting down..." in line
                for line in lines)
@@ -83,7 +83,7 @@ def test_startup_health_sequence_and_drain():
 
 
 @pytest.mark.parametrize("args, gb", [
-    (["--hicache-ratio", "4"], 41.70), (["--hicache-size", "30"], 30.00),
+    (["--hicache-ratio", "4"], 44.77), (["--hicache-size", "30"], 30.00),
 ])
 def test_host_pool_sizes(args, gb):
     proc = start(["--tp", "2", "--port", str(free_port()), "--enable-hierarchical-cache"] + args)
@@ -99,7 +99,7 @@ def test_host_pool_sizes(args, gb):
 
 
 @pytest.mark.parametrize("fail, text", [
-    ("host_memory", "ValueError: Not enough host memory available. Requesting 20.85 GB but only have 8.12 GB free. "
+    ("host_memory", "ValueError: Not enough host memory available. Requesting 22.39 GB but only have 8.12 GB free. "
                     "Please reduce the size of the hierarchical cache."),
     ("kv_memory", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static."),
     ("cuda_oom", "torch.OutOfMemoryError: CUDA out of memory."),
