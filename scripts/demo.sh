@@ -49,10 +49,26 @@ docker cp tests/standin/sglang_standin.py "$HOST":/opt/sglang-standin/sglang_sta
 docker cp tests/fixtures/models/kimi-k2.5/config.json "$HOST":/srv/models/Kimi-K2.5-INT4/config.json >/dev/null 2>&1 || true
 
 run_deploy() {
-  local ratio="$1" log="$2"
-  ansible-playbook -i inventory/demo playbooks/deploy.yml -e "demo_hicache_ratio=$ratio" 2>&1 | tee "$log" \
-    | grep -E '^(PLAY|TASK|changed|fatal|failed|ok: .*=> *$)|RUNNING HANDLER|PLAY RECAP|gpuserve-demo +:|DEPLOYED|msg:' || true
-  return "${PIPESTATUS[0]}"
+  local ratio="$1" log="$2" rc
+  # Stream only what changed (task name + host) and failures; the whole output is in $log.
+  set +e
+  ansible-playbook -i inventory/demo playbooks/deploy.yml -e "demo_hicache_ratio=$ratio" > "$log" 2>&1 &
+  local pid=$!
+  tail -n +1 -F --pid="$pid" "$log" 2>/dev/null | awk '
+    /^(TASK|RUNNING HANDLER) \[/ { task = $0; sub(/^(TASK|RUNNING HANDLER) \[/, "", task); sub(/\] \**$/, "", task); next }
+    /^changed: / { printf "  changed   %s\n", task; fflush(); next }
+    /^(fatal|failed): / { printf "  FAILED    %s\n", task; fflush(); next }'
+  wait "$pid"; rc=$?
+  set -e
+  # The memory plan, the summary and the recap.
+  awk '/^TASK \[gpuserve.sglang.preflight : Show the plan\]/ {p=1; print "  -- memory plan (preflight) --"; next}
+       /^TASK \[Summary\]/ {p=1; print "  -- summary --"; next}
+       /^TASK / {p=0} /^PLAY RECAP/ {p=1} p && !/^ok: |^$/ {print "  " $0}' "$log"
+  if [[ $rc -ne 0 ]]; then
+    echo "demo: the deploy failed (exit $rc); the whole output is in $log"
+    grep -E -A25 '^fatal: ' "$log" | head -60
+    exit "$rc"
+  fi
 }
 
 if [[ $first_run == 1 ]]; then
