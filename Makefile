@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: demo test venv engine image lint sanity unit molecule build demo-clean clean
+.PHONY: demo test venv engine image lint sanity unit molecule build demo-clean reference clean
 
 demo:                ## the full deploy against a local systemd test host
 	scripts/demo.sh
@@ -23,6 +23,7 @@ sanity: venv
 	scripts/sanity.sh
 
 unit: venv
+	tests/sglang_parser/setup-venv.sh
 	python -m pytest tests/unit -q -p no:cacheprovider
 
 molecule: venv engine    ## one scenario alone: make molecule S=server
@@ -31,8 +32,14 @@ molecule: venv engine    ## one scenario alone: make molecule S=server
 build: venv
 	ansible-galaxy collection build --force --output-path .cache/dist .
 
-demo-clean:          ## remove the demo host (and the engine, if make demo started it)
+demo-reference:           ## regenerate docs/reference.md from argument_specs and module docs
+	python scripts/gen-reference.py
+
+clean:          ## remove the demo host (and the engine, if make demo started it)
 	scripts/demo.sh --clean
+
+reference:           ## regenerate docs/reference.md from argument_specs and module docs
+	python scripts/gen-reference.py
 
 clean:
 	rm -rf .cache/dist

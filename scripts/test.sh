@@ -22,6 +22,8 @@ step() {
 }
 step lint    ansible-lint --profile production
 step sanity  scripts/sanity.sh
+step parser-venv tests/sglang_parser/setup-venv.sh
+step reference python scripts/gen-reference.py --check
 step unit    python -m pytest tests/unit -q -p no:cacheprovider
 step molecule scripts/molecule-all.sh
 exit $rc
