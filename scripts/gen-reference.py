@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Generate docs/reference.md from the roles' meta/argument_specs.yml and the modules' DOCUMENTATION.
 
 One source of truth: the variables and options are documented where Ansible validates them.
@@ -53,8 +52,8 @@ def _options_table(options, lines):
         desc = _cell(opt.get("description"))
         if choices:
             desc += " Choices: %s." % ", ".join("`%s`" % c for c in choices)
-        lines.append("| `%s` | %s | %s | %s | %s |" % (name, typ, "yes" if opt.get("required") else "",
-                                                     _default(opt), desc))
+        required = "yes" if opt.get("required") else ""
+        lines.append("| `%s` | %s | %s | %s | %s |" % (name, typ, required, _default(opt), desc))
     lines.append("")
 
 
@@ -103,8 +102,8 @@ def generate():
         if ret:
             lines += ["Returns:", "", "| key | type | description |", "| --- | --- | --- |"]
             for key in sorted(ret):
-                lines.append("| `%s` | %s | %s |" % (key, (ret[key] or {}).get("type", ""),
-                                                  _cell((ret[key] or {}).get("description"))))
+                entry = ret[key] or {}
+                lines.append("| `%s` | %s | %s |" % (key, entry.get("type", ""), _cell(entry.get("description"))))
             lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

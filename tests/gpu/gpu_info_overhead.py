@@ -28,7 +28,7 @@ def worker(rank, world, before, port):
     torch.cuda.synchronize()
     del x
     torch.cuda.empty_cache()
-    nccl_free, _ = torch.cuda.mem_get_info(rank)
+    nccl_free = torch.cuda.mem_get_info(rank)[0]
     print("OVERHEAD " + json.dumps({
         "rank": rank, "world": world,
         "nvidia_smi_free_mib_before": before[rank],

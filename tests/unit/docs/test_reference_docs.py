@@ -14,7 +14,7 @@ ROLES = sorted(p.split(os.sep)[-3] for p in glob.glob(os.path.join(ROOT, "roles"
 
 def test_reference_is_current():
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "gen-reference.py"), "--check"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
 
 

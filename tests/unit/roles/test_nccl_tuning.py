@@ -49,7 +49,7 @@ def test_tuned_run_passes():
 
 
 def test_default_run_fails_on_every_tuned_value_and_the_protocol():
-    problems, _ = nccl_check.check(nccl_check.parse(_text("nccl_default.txt")), FIXTURE_SET, procs=2)
+    problems = nccl_check.check(nccl_check.parse(_text("nccl_default.txt")), FIXTURE_SET, procs=2)[0]
     missing = sorted(p.split("=")[0] for p in problems if "set by environment" in p)
     # NVLS_ENABLE=0 was exported in both runs (the machine needs it); the five tuning values were not.
     assert missing == ["NCCL_ALGO", "NCCL_IB_DISABLE", "NCCL_MIN_NCHANNELS", "NCCL_P2P_LEVEL", "NCCL_PROTO"]
@@ -58,19 +58,19 @@ def test_default_run_fails_on_every_tuned_value_and_the_protocol():
 
 def test_role_default_set_is_strict_about_a_value_nccl_did_not_report():
     # The fixture run did not export NCCL_CUMEM_ENABLE: the role's full default set must not pass on it.
-    problems, _ = nccl_check.check(nccl_check.parse(_text("nccl_tuned.txt")), _defaults()["nccl_env"], procs=2)
+    problems = nccl_check.check(nccl_check.parse(_text("nccl_tuned.txt")), _defaults()["nccl_env"], procs=2)[0]
     assert len(problems) == 1 and problems[0].startswith("NCCL_CUMEM_ENABLE=0 not reported")
 
 
 def test_one_process_missing_fails():
     text = "\n".join(line for line in _text("nccl_tuned.txt").splitlines() if not line.startswith("vm:669:"))
-    problems, _ = nccl_check.check(nccl_check.parse(text), FIXTURE_SET, procs=2)
+    problems = nccl_check.check(nccl_check.parse(text), FIXTURE_SET, procs=2)[0]
     assert any("expected NCCL output of 2 processes, found 1" in p for p in problems)
 
 
 def test_missing_tuning_line_is_reported():
     text = "\n".join(line for line in _text("nccl_tuned.txt").splitlines() if "Bytes -> Algo" not in line)
-    problems, _ = nccl_check.check(nccl_check.parse(text), FIXTURE_SET, procs=2)
+    problems = nccl_check.check(nccl_check.parse(text), FIXTURE_SET, procs=2)[0]
     assert problems == ["no 'AllReduce: N Bytes -> Algo X proto Y' line (NCCL_DEBUG_SUBSYS needs TUNING)"]
 
 

@@ -27,7 +27,7 @@ def run_module(tmp_path, args, path=None):
     env = dict(os.environ, PYTHONPATH=COLLECTIONS)
     if path is not None:
         env["PATH"] = path
-    proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env)
+    proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env, check=False)
     return json.loads(proc.stdout)
 
 
