@@ -203,10 +203,10 @@ def sglang_cmdline(args, prefix=None):
     return " ".join(systemd_quote(w) for w in prefix + words)
 
 
-def sglang_unit_environment(env):
-    """Mapping -> 'Environment=...' lines for a unit (quoted, % doubled, no $ expansion there), in order."""
-    lines = []
-    for key, value in _items(env, "the unit environment"):
+def _env_pairs(items):
+    """(key, value) pairs -> (key, text) with valid names and one-line values; None values are dropped."""
+    pairs = []
+    for key, value in items:
         if not isinstance(key, string_types) or not _ENV_NAME_RE.match(key):
             raise AnsibleFilterError("environment variable name %r is not valid" % (key,))
         if value is None:
@@ -214,8 +214,14 @@ def sglang_unit_environment(env):
         text = _env_value(value)
         if "\n" in text:
             raise AnsibleFilterError("environment variable %s: a value cannot span lines" % key)
-        lines.append("Environment=" + systemd_quote("%s=%s" % (key, text), dollar=False))
-    return "\n".join(lines)
+        pairs.append((key, text))
+    return pairs
+
+
+def sglang_unit_environment(env):
+    """Mapping -> 'Environment=...' lines for a unit (quoted, % doubled, no $ expansion there), in order."""
+    return "\n".join("Environment=" + systemd_quote("%s=%s" % (key, text), dollar=False)
+                     for key, text in _env_pairs(_items(env, "the unit environment")))
 
 
 def _number(args, flag, problems):
@@ -294,14 +300,7 @@ def _env_value(value):
 def sglang_envfile(env):
     """Mapping -> lines for a systemd EnvironmentFile: KEY="value" with \\, " and $ handled, sorted by key."""
     lines = []
-    for key, value in sorted(_items(env, "the environment"), key=lambda kv: str(kv[0])):
-        if not isinstance(key, string_types) or not _ENV_NAME_RE.match(key):
-            raise AnsibleFilterError("environment variable name %r is not valid" % (key,))
-        if value is None:
-            continue
-        text = _env_value(value)
-        if "\n" in text:
-            raise AnsibleFilterError("environment variable %s: a value cannot span lines" % key)
+    for key, text in _env_pairs(sorted(_items(env, "the environment"), key=lambda kv: str(kv[0]))):
         text = text.replace("\\", "\\\\").replace('"', '\\"')
         lines.append('%s="%s"' % (key, text))
     return "\n".join(lines) + ("\n" if lines else "")
