@@ -47,8 +47,8 @@ def test_ansible_doc_finds_each_role(installed, role):
     proc = subprocess.run([_bin("ansible-doc"), "-t", "role", "gpuserve.sglang." + role], capture_output=True,
                           text=True, env=env, cwd=str(target), check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "ROLE: *gpuserve.sglang.%s* (%s)" % (role, os.path.join(str(target), "ansible_collections", "gpuserve",
-                                                                  "sglang")) in proc.stdout
+    where = os.path.join(str(target), "ansible_collections", "gpuserve", "sglang")
+    assert "ROLE: *gpuserve.sglang.%s* (%s)" % (role, where) in proc.stdout
 
 
 def test_playbooks_by_fqcn_parse(installed):
