@@ -28,7 +28,8 @@ WORK="$(mktemp -d "$ROOT/.cache/sanity.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 TREE="$WORK/ansible_collections/gpuserve/sglang"
 mkdir -p "$TREE"
-(cd "$ROOT" && git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$TREE" 2>/dev/null || true)
+# (files deleted but still tracked are skipped: cp reports them and the copy goes on)
+(cd "$ROOT" && { git ls-files -co --exclude-standard -z | xargs -0 cp --parents -t "$TREE" 2>/dev/null; true; })
 (cd "$TREE" && git init -q && git add -A && git -c user.name=sanity -c user.email=sanity@localhost commit -qm tree)
 cd "$TREE"
 PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"

@@ -3,7 +3,7 @@
 # only when none answers, and stops only what it started.
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 scripts/venv.sh || exit 1
 scripts/collection-link.sh
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -13,6 +13,13 @@ cleanup() { if [[ $started_engine == 1 ]]; then scripts/docker-engine.sh down; f
 trap cleanup EXIT
 scripts/docker-engine.sh up || exit 1
 scripts/systemd-image.sh || exit 1
+# ansible-test's shellcheck test needs shellcheck (Debian's package); without it that one test is skipped.
+if ! command -v shellcheck >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+  echo "test: installing shellcheck from Debian"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null 2>&1 \
+    || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; } \
+    || echo "test: shellcheck could not be installed; ansible-test will skip its shellcheck test"
+fi
 rc=0
 step() {
   local name="$1"; shift

@@ -51,7 +51,7 @@ play() {
 step "0. the machine"
 echo "user=$(id -un) manage_environment=$MANAGE python=$PY"
 "$PY" -c 'import ansible; print("ansible-core", ansible.__version__)' || bad "ansible-core not importable"
-ls -l /usr/local | grep -i cuda
+ls -ld /usr/local/*cuda*
 ls /etc/ld.so.conf.d/
 if ! nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; then
   bad "no working nvidia-smi: this is not the GPU machine; stopping before the role changes anything"

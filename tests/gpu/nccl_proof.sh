@@ -43,7 +43,7 @@ print(" ".join(re.findall(r"^  (NCCL_[A-Z0-9_]+):", text, re.M)))
 PYEOF
 )"
 for k in $TUNING_KEYS; do [[ $k == NCCL_NVLS_ENABLE ]] || unset "$k"; done
-NCCL_DEBUG_ENV=(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV,TUNING)
+NCCL_DEBUG_ENV=(NCCL_DEBUG=INFO "NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP,ENV,TUNING")
 
 machine() {
   echo "work dir: $WORK    user: $(id -un)    python: $(command -v "$PY") ($("$PY" -V 2>&1))"
@@ -92,7 +92,7 @@ YML
   local rc=$?
   grep -E '^(changed:|fatal:)|msg:|PLAY RECAP|localhost +:' "$WORK/role-$1.log" | tail -40
   [[ $rc -eq 0 ]] || { echo "--- role run failed (rc=$rc), last lines:"; tail -40 "$WORK/role-$1.log"; }
-  return $rc
+  return "$rc"
 }
 
 render_fallback() {  # only when the role could not run: the role's own templates, rendered with jinja2
@@ -205,7 +205,7 @@ removed() {
   for f in "$site/sitecustomize.py" "$site/gpuserve_nccl_tuning.pth" "$ENVFILE"; do
     if [[ -e $f ]]; then echo "still there: $f"; left=1; else echo "gone: $f"; fi
   done
-  return $left
+  return "$left"
 }
 
 step "machine: 2 GPUs, torch, ansible-core, no tuning variable exported" machine

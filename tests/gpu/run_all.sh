@@ -3,7 +3,7 @@
 # ansible-core and its needs travel as wheels in .whl/ (made by tests/gpu/fetch-wheels.sh on a machine with
 # PyPI). Output goes to stdout and, per check, to $OUT (when set) for docs/validation.md.
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 export PYTHONUNBUFFERED=1 LC_ALL=C.UTF-8 LANG=C.UTF-8 ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0
 # NVLink multicast stays off on shared machines.
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
