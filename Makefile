@@ -32,10 +32,7 @@ molecule: venv engine    ## one scenario alone: make molecule S=server
 build: venv
 	ansible-galaxy collection build --force --output-path .cache/dist .
 
-demo-reference:           ## regenerate docs/reference.md from argument_specs and module docs
-	python scripts/gen-reference.py
-
-clean:          ## remove the demo host (and the engine, if make demo started it)
+demo-clean:          ## remove the demo host (and the engine, if make demo started it)
 	scripts/demo.sh --clean
 
 reference:           ## regenerate docs/reference.md from argument_specs and module docs
