@@ -1,28 +1,78 @@
 #!/usr/bin/env bash
-# Run every molecule scenario (full sequence incl. idempotence), or the ones named.
-#   scripts/molecule-all.sh              -> all scenarios, in order of molecule/ORDER
+# Run every molecule scenario (full sequence incl. idempotence), or the ones named, several at once.
+#   scripts/molecule-all.sh              -> all scenarios of molecule/ORDER
 #   scripts/molecule-all.sh server cuda  -> just those
-set -euo pipefail
+#   MOLECULE_JOBS=1 scripts/molecule-all.sh   -> one at a time (default: 3 at once)
+# Scenarios are independent (each has its own containers, named after the scenario, and its own molecule
+# state directory), so they run concurrently; most of their time is spent waiting on systemd, pip and the
+# stand-in's simulated load times, not on the CPU. molecule/ORDER lists the longest first so that the last
+# one to start is a short one. Each scenario's output goes to .cache/molecule-logs/<scenario>.log; the log of
+# a failed scenario is printed whole when it ends, a passed one prints one line (the log stays on disk).
+set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-cd "$ROOT"
+cd "$ROOT" || exit 1
 export PATH="$ROOT/.venv/bin:$PATH"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}" PY_COLORS="${PY_COLORS:-0}"
+jobs_max="${MOLECULE_JOBS:-3}"
+[[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "molecule: MOLECULE_JOBS must be a positive integer" >&2; exit 2; }
 if [[ $# -gt 0 ]]; then
   scenarios=("$@")
 else
   mapfile -t scenarios < <(grep -vE '^\s*(#|$)' molecule/ORDER)
 fi
-failed=()
 for s in "${scenarios[@]}"; do
   [[ -f "molecule/$s/molecule.yml" ]] || { echo "molecule: no scenario '$s'" >&2; exit 2; }
-  echo "=== molecule test -s $s ($(date +%T))"
-  start=$SECONDS
-  if molecule test -s "$s"; then
-    echo "=== scenario $s: passed in $((SECONDS - start)) s"
+done
+logs="$ROOT/.cache/molecule-logs"
+mkdir -p "$logs"
+
+run_one() {
+  local s="$1" start=$SECONDS rc
+  molecule test -s "$s" >"$logs/$s.log" 2>&1
+  rc=$?
+  echo "$rc $((SECONDS - start))" >"$logs/$s.result"
+  return "$rc"
+}
+
+declare -A pid_of=()
+failed=()
+report() {  # the scenario $1 has ended
+  local s="$1" rc secs
+  read -r rc secs <"$logs/$s.result" 2>/dev/null || { rc=1; secs='?'; }
+  if [[ "$rc" == 0 ]]; then
+    echo "=== scenario $s: passed in $secs s ($(date +%T))"
   else
-    echo "=== scenario $s: FAILED after $((SECONDS - start)) s"
+    echo "=== scenario $s: FAILED after $secs s ($(date +%T)); its log ($logs/$s.log):"
+    sed 's/^/    | /' "$logs/$s.log"
+    echo "=== end of scenario $s's log"
     failed+=("$s")
   fi
+}
+reap() {  # wait for any running scenario to end and report it
+  local s
+  while true; do
+    for s in "${!pid_of[@]}"; do
+      if ! kill -0 "${pid_of[$s]}" 2>/dev/null; then
+        wait "${pid_of[$s]}" 2>/dev/null
+        unset "pid_of[$s]"
+        report "$s"
+        return
+      fi
+    done
+    sleep 1
+  done
+}
+
+total_start=$SECONDS
+for s in "${scenarios[@]}"; do
+  while [[ ${#pid_of[@]} -ge $jobs_max ]]; do reap; done
+  rm -f "$logs/$s.result"
+  echo "=== molecule test -s $s: started ($(date +%T))"
+  run_one "$s" &
+  pid_of[$s]=$!
 done
+while [[ ${#pid_of[@]} -gt 0 ]]; do reap; done
+echo "molecule: ${#scenarios[@]} scenarios in $((SECONDS - total_start)) s, $jobs_max at once"
+[[ ${#failed[@]} -eq 0 ]] || echo "molecule: failed scenarios: ${failed[*]}"
 echo "molecule: $(( ${#scenarios[@]} - ${#failed[@]} )) passed, ${#failed[@]} failed"
 [[ ${#failed[@]} -eq 0 ]]

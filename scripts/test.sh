@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # `make test`: lint, sanity, unit tests and every molecule scenario. Starts the Docker engine
 # only when none answers, and stops only what it started.
+# Two lanes run at once: the static lane (lint, sanity, parser venv, reference check, unit tests: CPU-bound,
+# about 4 minutes) and the molecule lane (scripts/molecule-all.sh, several scenarios at once: mostly waiting on
+# systemd, pip and the stand-in's simulated load times). Each step prints its time; the static lane's output is
+# printed when it ends (its log stays in .cache/test-logs/static.log).
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT" || exit 1
+t0=$SECONDS
 scripts/venv.sh || exit 1
 scripts/collection-link.sh
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -13,24 +18,47 @@ cleanup() { if [[ $started_engine == 1 ]]; then scripts/docker-engine.sh down; f
 trap cleanup EXIT
 scripts/docker-engine.sh up || exit 1
 scripts/systemd-image.sh || exit 1
-# ansible-test's shellcheck test needs shellcheck (Debian's package); without it that one test is skipped.
-if ! command -v shellcheck >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
-  echo "test: installing shellcheck from Debian"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null 2>&1 \
-    || { DEBIAN_FRONTEND=noninteractive apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq shellcheck >/dev/null; } \
-    || echo "test: shellcheck could not be installed; ansible-test will skip its shellcheck test"
+# Debian packages some tests need: shellcheck (ansible-test's shellcheck test; skipped without it) and
+# promtool (the Prometheus rule tests), installed only when absent.
+need=()
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+if [[ ${#need[@]} -gt 0 ]] && command -v apt-get >/dev/null 2>&1; then
+  echo "test: installing ${need[*]} from Debian"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null 2>&1 \
+    || { DEBIAN_FRONTEND=noninteractive apt-get update -qq \
+         && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; } \
+    || echo "test: ${need[*]} could not be installed; the tests that need them will say so"
+  # Debian starts the prometheus service it installs: this machine needs only promtool.
+  if [[ " ${need[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl stop prometheus prometheus-node-exporter >/dev/null 2>&1 || true
+  fi
 fi
-rc=0
+echo "test: set-up took $((SECONDS - t0)) s"
+
 step() {
   local name="$1"; shift
   local t=$SECONDS
   echo "##### $name"
-  if "$@"; then echo "##### $name: ok ($((SECONDS - t)) s)"; else echo "##### $name: FAILED ($((SECONDS - t)) s)"; rc=1; fi
+  if "$@"; then echo "##### $name: ok ($((SECONDS - t)) s)"; else echo "##### $name: FAILED ($((SECONDS - t)) s)"; return 1; fi
 }
-step lint    ansible-lint --profile production
-step sanity  scripts/sanity.sh
-step parser-venv tests/sglang_parser/setup-venv.sh
-step reference python scripts/gen-reference.py --check
-step unit    python -m pytest tests/unit -q -p no:cacheprovider
-step molecule scripts/molecule-all.sh
+static_lane() {
+  local rc=0
+  step lint    ansible-lint --profile production || rc=1
+  step sanity  scripts/sanity.sh || rc=1
+  step parser-venv tests/sglang_parser/setup-venv.sh || rc=1
+  step reference python scripts/gen-reference.py --check || rc=1
+  step unit    python -m pytest tests/unit -q -p no:cacheprovider || rc=1
+  return $rc
+}
+
+mkdir -p .cache/test-logs
+static_lane >.cache/test-logs/static.log 2>&1 &
+static_pid=$!
+rc=0
+step molecule scripts/molecule-all.sh || rc=1
+wait "$static_pid" || rc=1
+echo "##### static lane (lint, sanity, parser venv, reference, unit):"
+cat .cache/test-logs/static.log
+echo "test: $( [[ $rc == 0 ]] && echo green || echo RED ) after $((SECONDS - t0)) s"
 exit $rc
