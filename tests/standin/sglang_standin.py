@@ -52,7 +52,17 @@ Also from SGLang: ``--enable-hierarchical-cache`` with ``--disable-radix-cache``
 SGLANG_ENABLE_SPEC_V2 and adds the draft model's KV pool per rank.
 
 HTTP: /health and /health_generate (refused / 503 / 200 as above, 503 while draining), /model_info,
-/server_info, /v1/models, /get_model_info (these need ``Authorization: Bearer <key>`` when --api-key is set).
+/server_info, /get_model_info, /get_server_info, /v1/models; traffic on /generate (native), /v1/completions and
+/v1/chat/completions, streaming (SSE ``data: {...}`` chunks, then ``data: [DONE]``) or not, with ``usage``: one
+token per STANDIN_TOKEN_DELAY_SECONDS (default 0.02), STANDIN_MAX_TOKENS (default 16) tokens when the request
+names no max_tokens; requests beyond --max-running-requests wait in a queue. /metrics (with --enable-metrics,
+else 404) in Prometheus' text format with SGLang 0.5.9's names and labels (sglang:num_running_reqs,
+sglang:num_queue_reqs, sglang:token_usage, sglang:gen_throughput, sglang:spec_accept_length (STANDIN_SPEC_ACCEPT_LENGTH
+with a speculative algorithm, else 0), sglang:prompt_tokens_total, sglang:generation_tokens_total,
+sglang:num_requests_total, ...). With --api-key every path but /health* and /metrics* needs
+``Authorization: Bearer <key>`` (401 ``{"error": "Unauthorized"}``), as SGLang's middleware. While draining,
+new requests are still accepted (as SGLang); the final SIGKILL closes the port and cuts every request still in
+flight (the client gets no answer, or a stream that stops without ``[DONE]``).
 
 Run as ``python3 sglang_standin.py <SGLang flags>`` or, copied into a venv's site-packages, as
 ``python -m sglang_standin <SGLang flags>``. Standard library only.
@@ -63,6 +73,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import sys
 import threading
@@ -136,6 +147,7 @@ def build_parser():
     parser.add_argument("--context-length", type=int, default=262144)
     parser.add_argument("--max-running-requests", type=int, default=None)
     parser.add_argument("--chunked-prefill-size", type=int, default=8192)
+    parser.add_argument("--enable-metrics", action="store_true")
     return parser
 
 
@@ -197,6 +209,129 @@ def server_args_line(args):
     return "server_args=ServerArgs(%s)" % ", ".join(fields)
 
 
+class Traffic(object):
+    """Requests in flight, the queue and the counters behind /metrics (SGLang 0.5.9's metric names)."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.running = {}          # rid -> tokens held (prompt + generated so far)
+        self.queued = 0
+        self.prompt_tokens_total = 0
+        self.generation_tokens_total = 0
+        self.requests_total = 0
+        self.aborted_total = 0
+        self.recent = []           # (time, tokens) of the last seconds, for gen_throughput
+        self.next_id = 0
+
+    def admit(self, prompt_tokens, limit):
+        """Wait for a running slot (max_running_requests), as the scheduler's waiting queue does."""
+        with self.cond:
+            self.next_id += 1
+            rid = "%032x" % random.getrandbits(128)
+            self.queued += 1
+            while len(self.running) >= limit:
+                self.cond.wait(0.1)
+            self.queued -= 1
+            self.running[rid] = prompt_tokens
+            return rid
+
+    def token(self, rid):
+        with self.cond:
+            now = time.time()
+            self.running[rid] = self.running.get(rid, 0) + 1
+            self.recent.append((now, 1))
+            cut = now - 2.0
+            while self.recent and self.recent[0][0] < cut:
+                self.recent.pop(0)
+
+    def finish(self, rid, prompt_tokens, completion_tokens, aborted=False):
+        with self.cond:
+            self.running.pop(rid, None)
+            if aborted:
+                self.aborted_total += 1
+            else:
+                self.requests_total += 1
+                self.prompt_tokens_total += prompt_tokens
+                self.generation_tokens_total += completion_tokens
+            self.cond.notify_all()
+
+    def snapshot(self):
+        with self.cond:
+            now = time.time()
+            recent = sum(n for t, n in self.recent if t >= now - 2.0)
+            return {"running": len(self.running), "queued": self.queued, "used": sum(self.running.values()),
+                    "rids": sorted(self.running), "gen_throughput": recent / 2.0,
+                    "prompt_tokens_total": self.prompt_tokens_total,
+                    "generation_tokens_total": self.generation_tokens_total,
+                    "requests_total": self.requests_total, "aborted_total": self.aborted_total}
+
+
+TRAFFIC = Traffic()
+WORDS = ("The", " stand-in", " answers", " as", " SGLang", " does", ",", " one", " token", " at", " a", " time", ".")
+
+
+def count_tokens(value):
+    """A rough token count (whitespace words) of a prompt: a string, a list of strings or of token ids."""
+    if value is None:
+        return 0
+    if isinstance(value, str):
+        return max(1, len(value.split()))
+    if isinstance(value, list):
+        return sum(1 if isinstance(item, int) else count_tokens(item) for item in value)
+    return 1
+
+
+def chat_prompt_tokens(messages):
+    total = 0
+    for message in messages or []:
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list):
+            content = " ".join(part.get("text", "") for part in content if isinstance(part, dict))
+        total += 4 + count_tokens(content or "")
+    return max(1, total)
+
+
+METRIC_HELP = [
+    # (name, type, help, source): the scheduler's gauges carry its labels, the tokenizer's counters model_name.
+    ("sglang:num_running_reqs", "gauge", "The number of running requests.", "running"),
+    ("sglang:num_used_tokens", "gauge", "The number of used tokens.", "used"),
+    ("sglang:token_usage", "gauge", "The token usage.", "token_usage"),
+    ("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", "gen_throughput"),
+    ("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", "queued"),
+    ("sglang:max_total_num_tokens", "gauge", "Maximum total number of tokens in the KV cache pool.", "max_tokens"),
+    ("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.",
+     "spec_accept_length"),
+    ("sglang:prompt_tokens_total", "counter", "Number of prefill tokens processed.", "prompt_tokens_total"),
+    ("sglang:generation_tokens_total", "counter", "Number of generation tokens processed.",
+     "generation_tokens_total"),
+    ("sglang:num_requests_total", "counter", "Number of requests processed.", "requests_total"),
+    ("sglang:num_aborted_requests_total", "counter", "Number of requests aborted.", "aborted_total"),
+]
+
+
+def metrics_text():
+    """/metrics in Prometheus' text format, as prometheus_client (multiprocess mode) writes SGLang's metrics."""
+    snap = TRAFFIC.snapshot()
+    name = ARGS.served_model_name or ARGS.model_path
+    max_tokens = STATE.get("max_total_num_tokens") or 1
+    spec = (ARGS.speculative_algorithm or "").upper()
+    values = dict(snap, max_tokens=max_tokens, token_usage=round(float(snap["used"]) / max_tokens, 4),
+                  spec_accept_length=env_float("STANDIN_SPEC_ACCEPT_LENGTH", 2.5) if spec else 0.0)
+    sched = 'engine_type="unified",model_name="%s",moe_ep_rank="0",pp_rank="0",tp_rank="0"' % name
+    tok = 'model_name="%s"' % name
+    lines = []
+    for metric, kind, help_text, key in METRIC_HELP:
+        base = metric[:-len("_total")] if kind == "counter" else metric
+        lines.append("# HELP %s %s" % (base, help_text))
+        lines.append("# TYPE %s %s" % (base, kind))
+        lines.append("%s{%s} %s" % (metric, tok if kind == "counter" else sched, float(values[key])))
+    return ("\n".join(lines) + "\n").encode()
+
+
+class ClientGone(Exception):
+    """The client closed the connection (or the router gave up on it)."""
+
+
 class Handler(BaseHTTPRequestHandler):
     server_version = "uvicorn"
     sys_version = ""
@@ -205,16 +340,32 @@ class Handler(BaseHTTPRequestHandler):
         status = args[1] if len(args) > 1 else ""
         raw('INFO:     %s:%d - "%s" %s' % (self.client_address[0], self.client_address[1], self.requestline, status))
 
-    def _send(self, code, body):
+    def _send(self, code, body, content_type="application/json"):
         data = json.dumps(body).encode() if not isinstance(body, bytes) else body
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
 
+    def _authorized(self, path):
+        """SGLang's API key middleware: /health* and /metrics* are always allowed, the rest need the Bearer key."""
+        if not ARGS.api_key or path.startswith("/health") or path.startswith("/metrics"):
+            return True
+        parts = self.headers.get("Authorization", "").split(" ", 1)
+        if len(parts) == 2 and parts[0].lower() == "bearer" and parts[1] == ARGS.api_key:
+            return True
+        self._send(401, {"error": "Unauthorized"})
+        return False
+
+    def _error(self, code, message):
+        self._send(code, {"object": "error", "message": message, "type": "BadRequestError", "param": None,
+                          "code": code})
+
     def do_GET(self):  # noqa: N802 - http.server API
         path = self.path.split("?", 1)[0]
+        if not self._authorized(path):
+            return
         if path in ("/health", "/health_generate"):
             if STATE["draining"] or STATE["phase"] != "ready":
                 self._send(503, b"")
@@ -225,24 +376,170 @@ class Handler(BaseHTTPRequestHandler):
                 return
             self._send(200, b"")
             return
-        if ARGS.api_key and self.headers.get("Authorization", "") != "Bearer %s" % ARGS.api_key:
-            self._send(401, {"error": "Unauthorized"})
-            return
         name = ARGS.served_model_name or ARGS.model_path
-        if path in ("/model_info", "/get_model_info"):
+        if path == "/metrics" and ARGS.enable_metrics:
+            self._send(200, metrics_text(), "text/plain; version=0.0.4; charset=utf-8")
+        elif path in ("/model_info", "/get_model_info"):
             self._send(200, {"model_path": ARGS.model_path, "tokenizer_path": ARGS.model_path,
-                             "is_generation": True, "standin": True})
+                             "is_generation": True, "preferred_sampling_params": None, "weight_version": "default",
+                             "has_image_understanding": False, "has_audio_understanding": False,
+                             "model_type": "kimi_k25", "architectures": ["KimiK25ForConditionalGeneration"],
+                             "standin": True})
         elif path in ("/server_info", "/get_server_info"):
             info = dict(vars(ARGS))
             info["api_key"] = None
             info["version"] = "0.5.9"
             info["standin"] = True
+            snap = TRAFFIC.snapshot()
+            info["internal_states"] = [{"max_total_num_tokens": STATE.get("max_total_num_tokens"),
+                                        "last_gen_throughput": snap["gen_throughput"]}]
             self._send(200, info)
         elif path == "/v1/models":
             self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "sglang",
                                                          "root": name, "max_model_len": ARGS.context_length}]})
         else:
             self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self):  # noqa: N802 - http.server API
+        path = self.path.split("?", 1)[0]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if not self._authorized(path):
+            return
+        if path not in ("/generate", "/v1/completions", "/v1/chat/completions"):
+            self._send(404, {"detail": "Not Found"})
+            return
+        try:
+            req = json.loads(body.decode() or "{}")
+            if not isinstance(req, dict):
+                raise ValueError("the body is not a JSON object")
+        except ValueError as exc:
+            self._error(400, "Invalid JSON body: %s" % exc)
+            return
+        self.generate(path, req)
+
+    def _chunk(self, obj):
+        data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj).encode()) + b"\n\n"
+        try:
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            raise ClientGone()
+
+    def generate(self, path, req):
+        """Generate max_tokens tokens, one per STANDIN_TOKEN_DELAY_SECONDS, streamed (SSE) or in one answer."""
+        name = ARGS.served_model_name or ARGS.model_path
+        default_tokens = env_int("STANDIN_MAX_TOKENS", 16)
+        if path == "/generate":
+            params = req.get("sampling_params") or {}
+            wanted = params.get("max_new_tokens")
+            prompt_tokens = count_tokens(req.get("text") if req.get("text") is not None else req.get("input_ids"))
+        elif path == "/v1/completions":
+            wanted = req.get("max_tokens")
+            prompt_tokens = count_tokens(req.get("prompt"))
+        else:
+            wanted = req.get("max_completion_tokens", req.get("max_tokens"))
+            prompt_tokens = chat_prompt_tokens(req.get("messages"))
+        try:
+            max_tokens = default_tokens if wanted is None else int(wanted)
+            if max_tokens < 0:
+                raise ValueError()
+        except (TypeError, ValueError):
+            self._error(400, "max_tokens must be a non-negative integer, got %r" % (wanted,))
+            return
+        if prompt_tokens + max_tokens > ARGS.context_length:
+            self._error(400, "Requested token count exceeds the model's maximum context length of %d tokens."
+                        % ARGS.context_length)
+            return
+        stream = bool(req.get("stream"))
+        delay = env_float("STANDIN_TOKEN_DELAY_SECONDS", 0.02)
+        limit = ARGS.max_running_requests or 2048
+        rid = TRAFFIC.admit(prompt_tokens, limit)
+        created = int(time.time())
+        oid = rid if path == "/generate" else ("cmpl-" if path == "/v1/completions" else "chatcmpl-") + rid
+        text = []
+        start = time.time()
+        ok = False
+        try:
+            if stream:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                if path == "/v1/chat/completions":
+                    self._chunk(self._chat_chunk(oid, created, name, {"role": "assistant", "content": ""}, None))
+            for i in range(max_tokens):
+                time.sleep(delay)
+                word = WORDS[i % len(WORDS)]
+                text.append(word)
+                TRAFFIC.token(rid)
+                if stream:
+                    if path == "/generate":
+                        self._chunk(self._native(rid, "".join(text), prompt_tokens, i + 1, None, start))
+                    elif path == "/v1/completions":
+                        self._chunk(self._cmpl_chunk(oid, created, name, word, None))
+                    else:
+                        self._chunk(self._chat_chunk(oid, created, name, {"content": word}, None))
+            finish = {"type": "length", "length": max_tokens}
+            usage = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + max_tokens,
+                     "completion_tokens": max_tokens, "prompt_tokens_details": None, "reasoning_tokens": 0}
+            if stream:
+                if path == "/generate":
+                    self._chunk(self._native(rid, "".join(text), prompt_tokens, max_tokens, finish, start))
+                elif path == "/v1/completions":
+                    self._chunk(self._cmpl_chunk(oid, created, name, "", "length"))
+                else:
+                    self._chunk(self._chat_chunk(oid, created, name, {}, "length"))
+                if path != "/generate" and (req.get("stream_options") or {}).get("include_usage"):
+                    self._chunk({"id": oid, "object": "chat.completion.chunk" if "chat" in path else
+                                 "text_completion", "created": created, "model": name, "choices": [],
+                                 "usage": usage})
+                self._chunk(b"[DONE]")
+            elif path == "/generate":
+                self._send(200, self._native(rid, "".join(text), prompt_tokens, max_tokens, finish, start))
+            elif path == "/v1/completions":
+                self._send(200, {"id": oid, "object": "text_completion", "created": created, "model": name,
+                                 "choices": [{"index": 0, "text": "".join(text), "logprobs": None,
+                                              "finish_reason": "length", "matched_stop": None}],
+                                 "usage": usage, "metadata": {"weight_version": "default"}})
+            else:
+                self._send(200, {"id": oid, "object": "chat.completion", "created": created, "model": name,
+                                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "".join(text),
+                                                                      "reasoning_content": None,
+                                                                      "tool_calls": None},
+                                              "logprobs": None, "finish_reason": "length",
+                                              "matched_stop": None}],
+                                 "usage": usage, "metadata": {"weight_version": "default"}})
+            ok = True
+        except (ClientGone, BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+        finally:
+            TRAFFIC.finish(rid, prompt_tokens, len(text), aborted=not ok)
+
+    @staticmethod
+    def _native(rid, text, prompt_tokens, completion_tokens, finish, start):
+        return {"text": text, "output_ids": list(range(completion_tokens)),
+                "meta_info": {"id": rid, "finish_reason": finish, "prompt_tokens": prompt_tokens,
+                              "weight_version": "default", "completion_tokens": completion_tokens,
+                              "cached_tokens": 0, "e2e_latency": round(time.time() - start, 4)}}
+
+    @staticmethod
+    def _cmpl_chunk(oid, created, name, text, finish):
+        return {"id": oid, "object": "text_completion", "created": created, "model": name,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                             "matched_stop": None}]}
+
+    @staticmethod
+    def _chat_chunk(oid, created, name, delta, finish):
+        return {"id": oid, "object": "chat.completion.chunk", "created": created, "model": name,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish,
+                             "matched_stop": None}]}
+
+
+class StandinHTTPServer(ThreadingHTTPServer):
+    """One thread per connection (HTTP/1.0: one request each), a listen backlog like uvicorn's (2048)."""
+    daemon_threads = True
+    request_queue_size = 2048
 
 
 def on_sigterm(signum, frame):
@@ -254,10 +551,13 @@ def drain_and_exit():
     seconds = env_float("STANDIN_DRAIN_SECONDS", 0)
     end = time.time() + seconds
     while True:
-        remaining = int(max(0.0, end - time.time()) + 0.999)
+        # SGLang's sigterm_watchdog: the requests still in flight, every second here (SGLang: every 5 s).
+        # New requests are still accepted (only /health says 503); at the end of the drain the SIGKILL below
+        # closes the port and cuts whatever is still in flight.
+        rids = TRAFFIC.snapshot()["rids"]
         emit("Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
-             % (remaining, ["standin-%d" % i for i in range(remaining)]))
-        if remaining == 0:
+             % (len(rids), rids))
+        if time.time() >= end:
             break
         time.sleep(min(1.0, max(0.01, end - time.time())))
     if os.environ.get("STANDIN_DRAIN_EXIT", "kill") == "clean":
@@ -319,6 +619,7 @@ def main(argv=None):
                 '  File "sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 415, in init_memory_pool',
             ], "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
         die_by_sigquit()
+    STATE["max_total_num_tokens"] = tokens
     kv_gb = tokens * CELL_SIZE / float(GIB)
     for rank in ranks:
         emit("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (tokens, kv_gb), rank)
@@ -374,8 +675,7 @@ def main(argv=None):
     time.sleep(step)
 
     # The HTTP server starts only after every scheduler is ready (before: connection refused).
-    server = ThreadingHTTPServer((args.host, args.port), Handler)
-    server.daemon_threads = True
+    server = StandinHTTPServer((args.host, args.port), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     raw("INFO:     Started server process [%d]" % os.getpid())
     raw("INFO:     Waiting for application startup.")
