@@ -11,11 +11,18 @@ import json
 import os
 import shlex
 import subprocess
+import types
 
 import pytest
 import yaml
 
-from ansible_collections.gpuserve.sglang.plugins.filter import sglang_cmdline as f
+from ansible_collections.gpuserve.sglang.plugins.filter import sglang_args, sglang_secrets, server_inputs, systemd
+
+# The server role's filters, by name (split by what they hold: flag rules, systemd quoting, secrets, inputs).
+_FILTERS = {}
+for _module in (sglang_args, systemd, sglang_secrets, server_inputs):
+    _FILTERS.update(_module.FilterModule().filters())
+f = types.SimpleNamespace(FilterModule=lambda: types.SimpleNamespace(filters=lambda: dict(_FILTERS)), **_FILTERS)
 
 from conftest import ROOT
 
@@ -36,12 +43,12 @@ def profile_args(name):
     """The profile's flags as the role merges them (model path first, draft path filled in), plus host/port."""
     with open(os.path.join(PROFILES, name + ".yml")) as handle:
         data = yaml.safe_load(handle)
-    raw = dict(data["server_profile_args"])
+    raw = dict(data["_server_profile_args"])
     for key, value in raw.items():
         if value == "{{ sglang_draft_model_path }}":
             raw[key] = DRAFT
     merged = f.sglang_args_merge(raw, {}, first={"model-path": "/models/x"})
-    return merged, data["server_profile_env"]
+    return merged, data["_server_profile_env"]
 
 
 def run_parser(argv):

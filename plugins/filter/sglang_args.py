@@ -1,68 +1,28 @@
 # -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang maintainers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the server role: SGLang's flags as data, turned into the unit's ExecStart.
+"""SGLang's flag rules: the server role's flags as data.
 
 - sglang_args_merge: a profile's flag mapping under the user's (true = bare flag, false/null = drop).
 - sglang_argv: a flag mapping -> the list of words after the launcher (for SGLang's own parser).
-- sglang_cmdline: words or a flag mapping -> one line quoted for systemd's ExecStart.
 - sglang_args_problems: the inputs SGLang 0.5.9 would refuse (or misuse), as messages, before the host changes.
-- sglang_envfile: a mapping -> KEY="value" lines for a systemd EnvironmentFile.
-- sglang_unit_environment: a mapping -> Environment= lines of a unit.
-- sglang_mask_env: a mapping with the values of secret-looking keys masked (for the deployment record).
 
-Pure functions, no host access; unit-tested in tests/unit/plugins/filter/test_sglang_cmdline.py.
+Quoting for systemd (ExecStart, Environment=, EnvironmentFile) lives in systemd.py; the role's own inputs
+(unit name, port, unit strings) are checked by sglang_input_problems in server_inputs.py.
+Pure functions, no host access; unit-tested in tests/unit/plugins/filter/test_sglang_args.py.
 """
 
 from __future__ import annotations
 
-DOCUMENTATION = r"""
-name: sglang_cmdline
-short_description: Quote an SGLang command line for a systemd ExecStart
-version_added: "0.1.0"
-author: gpuserve.sglang maintainers
-description:
-  - Turns an ordered mapping of SGLang flags (names without the leading dashes) or a list of words into one
-    line for a systemd C(ExecStart=), quoted by systemd's rules (C(systemd.service(5)), "Command lines").
-  - A word that is not made only of safe characters is put in double quotes with C(\\) and C(") escaped;
-    C($) becomes C($$) (no environment expansion) and C(%) becomes C(%%) (no specifier expansion), in every word.
-  - In a mapping, V(true) is a bare flag, V(false) and V(null) drop the flag, a list gives the flag followed by
-    each element, a dict is passed as compact JSON, a float keeps its decimal point (V(4.0) stays C(4.0)).
-positional: _input
-options:
-  _input:
-    description: The flags (a mapping, in order) or the words (a list of strings).
-    type: raw
-    required: true
-  prefix:
-    description: Words put before the flags, for example the interpreter, C(-m) and the launcher module.
-    type: list
-    elements: str
-    default: []
-"""
-
-EXAMPLES = r"""
-- name: ExecStart for the unit
-  ansible.builtin.debug:
-    msg: >-
-      {{ {'model-path': '/models/Kimi K2.5', 'tp': 8, 'enable-hierarchical-cache': true, 'hicache-ratio': 4.0}
-         | gpuserve.sglang.sglang_cmdline(prefix=['/opt/sglang/venv/bin/python', '-m', 'sglang.launch_server']) }}
-  # /opt/sglang/venv/bin/python -m sglang.launch_server --model-path "/models/Kimi K2.5" --tp 8
-  #   --enable-hierarchical-cache --hicache-ratio 4.0
-"""
-
-RETURN = r"""
-_value:
-  description: The command line, one string, ready for C(ExecStart=).
-  type: str
-"""
-
 import json
+import math
 import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 from ansible.module_utils.six import string_types
+
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import control_problem
 
 # SGLang 0.5.9 accepts these spellings of one setting; the first is the one this collection writes.
 ALIASES = {
@@ -81,16 +41,18 @@ RESERVED = {
     "host": "sglang_host",
     "port": "sglang_port",
     "api-key": "sglang_api_key (kept out of the unit file, in the 0600 environment file)",
+    "admin-api-key": "sglang_admin_api_key (a secret: never on the command line)",
 }
 
 SPEC_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
 SPEC_NEEDS_DRAFT = ("EAGLE", "EAGLE3", "STANDALONE")
 TRUE_WORDS = ("true", "1", "yes", "y")  # SGLang's own reading of SGLANG_ENABLE_SPEC_V2 (environ.py)
-SECRET_KEY_RE = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.IGNORECASE)
-_FLAG_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
-_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Words that need no quoting in ExecStart (and read the same in a shell).
-_SAFE_WORD_RE = re.compile(r"^[A-Za-z0-9_./:=,+@^-]+$")
+_FLAG_RE = re.compile(r"[a-z0-9][a-z0-9-]*")
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Counts that must be whole numbers >= 1, and sizes/ratios that must be finite and >= 0.
+POSITIVE_INTS = ("tp", "dp-size", "ep-size", "pp-size", "nnodes", "cuda-graph-max-bs", "max-running-requests")
+NON_NEGATIVE = ("hicache-ratio", "hicache-size", "mem-fraction-static", "max-total-tokens", "chunked-prefill-size",
+                "context-length")
 
 
 def _flag_name(key):
@@ -99,7 +61,7 @@ def _flag_name(key):
         raise AnsibleFilterError("SGLang flag names are strings, got %r" % (key,))
     name = key.strip().lstrip("-").replace("_", "-").lower()
     name = ALIASES.get(name, name)
-    if not _FLAG_RE.match(name):
+    if not _FLAG_RE.fullmatch(name) or control_problem("", key):
         raise AnsibleFilterError("not an SGLang flag name: %r (use names like 'hicache-ratio')" % (key,))
     return name
 
@@ -161,93 +123,71 @@ def sglang_argv(args):
     return words
 
 
-def systemd_quote(word, dollar=True):
-    """One word for ExecStart: systemd's quoting, with $ and % escaped so they stay literal.
-
-    dollar=False for settings that do not expand variables (Environment=): only % is doubled there.
-    """
-    if not isinstance(word, string_types):
-        word = str(word)
-    escaped = word.replace("%", "%%")
-    if dollar:
-        escaped = escaped.replace("$", "$$")
-    if word and _SAFE_WORD_RE.match(word):
-        return escaped
-    out = []
-    for char in escaped:
-        if char == "\\":
-            out.append("\\\\")
-        elif char == '"':
-            out.append('\\"')
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\t":
-            out.append("\\t")
-        elif char == "\r":
-            out.append("\\r")
-        else:
-            out.append(char)
-    return '"' + "".join(out) + '"'
-
-
-def sglang_cmdline(args, prefix=None):
-    """Flag mapping (or list of words) -> one ExecStart line; prefix words go first."""
-    if isinstance(args, dict):
-        words = sglang_argv(args)
-    elif is_sequence(args):
-        words = [w if isinstance(w, string_types) else str(w) for w in args]
-    else:
-        raise AnsibleFilterError("sglang_cmdline takes a mapping of flags or a list of words, got %s"
-                                 % type(args).__name__)
-    prefix = list(prefix or [])
-    return " ".join(systemd_quote(w) for w in prefix + words)
-
-
-def _env_pairs(items):
-    """(key, value) pairs -> (key, text) with valid names and one-line values; None values are dropped."""
-    pairs = []
-    for key, value in items:
-        if not isinstance(key, string_types) or not _ENV_NAME_RE.match(key):
-            raise AnsibleFilterError("environment variable name %r is not valid" % (key,))
-        if value is None:
-            continue
-        text = _env_value(value)
-        if "\n" in text:
-            raise AnsibleFilterError("environment variable %s: a value cannot span lines" % key)
-        pairs.append((key, text))
-    return pairs
-
-
-def sglang_unit_environment(env):
-    """Mapping -> 'Environment=...' lines for a unit (quoted, % doubled, no $ expansion there), in order."""
-    return "\n".join("Environment=" + systemd_quote("%s=%s" % (key, text), dollar=False)
-                     for key, text in _env_pairs(_items(env, "the unit environment")))
-
-
 def _number(args, flag, problems):
     value = args.get(flag)
     if value is None or value is True:
         return None
     try:
-        return float(value)
+        number = float(value)
     except (TypeError, ValueError):
-        problems.append("--%s must be a number, got %r" % (flag, value))
+        problems.append("sglang_args: --%s must be a number, got %r" % (flag, value))
         return None
+    if not math.isfinite(number):
+        problems.append("sglang_args: --%s must be a finite number, got %r" % (flag, value))
+        return None
+    return number
+
+
+def _range_problems(args, problems):
+    for flag in POSITIVE_INTS:
+        number = _number(args, flag, problems)
+        if number is not None and (number < 1 or number != int(number)):
+            problems.append("sglang_args: --%s must be a whole number >= 1, got %r" % (flag, args[flag]))
+    for flag in NON_NEGATIVE:
+        number = _number(args, flag, problems)
+        if number is not None and number < 0:
+            problems.append("sglang_args: --%s must not be negative, got %r" % (flag, args[flag]))
+
+
+def _value_problems(args, env, problems):
+    """Control characters anywhere in a flag value or an environment pair (they would reach the unit)."""
+    for flag, value in args.items():
+        for word in _value_words(flag, value) if value is not True else []:
+            message = control_problem("sglang_args: --%s value" % flag, word)
+            if message:
+                problems.append(message)
+    for name, value in env.items():
+        message = control_problem("sglang_env: %s value" % (name,), "" if value is None else value)
+        if message:
+            problems.append(message)
 
 
 def sglang_args_problems(args, env=None, user_args=None):
     """What SGLang 0.5.9 would refuse at start (or what would misconfigure it), as a list of messages.
 
     args: the merged flag mapping; env: the unit's environment mapping; user_args: sglang_args as given
-    (for the flags that must come from their own variables).
+    (for the flags that must come from their own variables). Never raises on a bad value: every problem is
+    a message naming the variable and the value.
     """
     problems = []
-    args = dict((_flag_name(k), v) for k, v in _items(args, "the flags") if v is not None and v is not False)
-    env = env or {}
-    for key, _value in _items(user_args, "sglang_args"):
-        name = _flag_name(key)
+    try:
+        args = dict((_flag_name(k), v) for k, v in _items(args, "the flags") if v is not None and v is not False)
+        user_items = _items(user_args, "sglang_args")
+        env = dict(_items(env, "sglang_env"))
+    except AnsibleFilterError as exc:
+        return [str(exc)]
+    for key, _value in user_items:
+        try:
+            name = _flag_name(key)
+        except AnsibleFilterError as exc:
+            problems.append(str(exc))
+            continue
         if name in RESERVED:
             problems.append("sglang_args must not set --%s: use %s" % (name, RESERVED[name]))
+    try:
+        _value_problems(args, env, problems)
+    except AnsibleFilterError as exc:
+        problems.append(str(exc))
 
     hicache = bool(args.get("enable-hierarchical-cache"))
     if hicache:
@@ -280,52 +220,23 @@ def sglang_args_problems(args, env=None, user_args=None):
         problems.append("SGLANG_ENABLE_SPEC_V2 with --speculative-eagle-topk %s: spec v2 only supports topk = 1 "
                         "('Spec v2 currently only supports topk = 1 for speculative decoding.')"
                         % args.get("speculative-eagle-topk"))
-    for flag in ("tp", "mem-fraction-static", "cuda-graph-max-bs"):
-        _number(args, flag, problems)
+    _range_problems(args, problems)
     mfs = args.get("mem-fraction-static")
     if isinstance(mfs, (int, float)) and not isinstance(mfs, bool) and not 0 < mfs < 1:
         problems.append("--mem-fraction-static %s must be between 0 and 1" % mfs)
     for name in env:
-        if not isinstance(name, string_types) or not _ENV_NAME_RE.match(name):
+        if not isinstance(name, string_types) or not _ENV_NAME_RE.fullmatch(name):
             problems.append("environment variable name %r is not valid" % (name,))
-    return problems
-
-
-def _env_value(value):
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def sglang_envfile(env):
-    """Mapping -> lines for a systemd EnvironmentFile: KEY="value" with \\, " and $ handled, sorted by key."""
-    lines = []
-    for key, text in _env_pairs(sorted(_items(env, "the environment"), key=lambda kv: str(kv[0]))):
-        text = text.replace("\\", "\\\\").replace('"', '\\"')
-        lines.append('%s="%s"' % (key, text))
-    return "\n".join(lines) + ("\n" if lines else "")
-
-
-def sglang_mask_env(env, extra_secret_keys=None, mask="********"):
-    """Mapping with the values of secret-looking keys (…KEY, TOKEN, SECRET, PASSWORD…) replaced by a mask."""
-    extra = set(extra_secret_keys or [])
-    out = {}
-    for key, value in _items(env, "the environment"):
-        secret = key in extra or bool(SECRET_KEY_RE.search(str(key)))
-        out[key] = mask if secret and value not in (None, "") else value
-    return out
+    # one message per problem, in order
+    return list(dict.fromkeys(problems))
 
 
 class FilterModule(object):
-    """SGLang flags as data -> the server unit's command line."""
+    """SGLang's flag rules."""
 
     def filters(self):
         return {
             "sglang_args_merge": sglang_args_merge,
             "sglang_argv": sglang_argv,
-            "sglang_cmdline": sglang_cmdline,
             "sglang_args_problems": sglang_args_problems,
-            "sglang_envfile": sglang_envfile,
-            "sglang_mask_env": sglang_mask_env,
-            "sglang_unit_environment": sglang_unit_environment,
         }

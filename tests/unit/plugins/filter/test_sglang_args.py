@@ -1,15 +1,11 @@
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The server role's filter plugin: flags as data -> ExecStart, preflight problems, env file, masking."""
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SGLang's flag rules (plugins/filter/sglang_args.py): merge, argv, preflight problems."""
 from __future__ import annotations
-
-import shlex
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.filter import sglang_cmdline as f
-
-PREFIX = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
+from ansible_collections.gpuserve.sglang.plugins.filter import sglang_args as f
 
 # The production unit's flags, in the production order (roles/server/vars/profiles/kimi_k25_int4_eagle3.yml).
 KIMI = {
@@ -74,7 +70,7 @@ def test_merge_refuses_non_mapping():
         f.sglang_args_merge({}, ["--tp", "8"])
 
 
-# ---- sglang_argv / sglang_cmdline --------------------------------------------------------------------------------
+# ---- sglang_argv ---------------------------------------------------------------------------------------------------
 
 def test_argv_production_profile():
     assert f.sglang_argv(KIMI) == [
@@ -91,51 +87,6 @@ def test_argv_production_profile():
 def test_argv_value_kinds():
     argv = f.sglang_argv({"a": True, "b": False, "c": None, "d": [1, "x y"], "e": {"k": 1, "a": [2]}, "f": 1e-05})
     assert argv == ["--a", "--d", "1", "x y", "--e", '{"a":[2],"k":1}', "--f", "1e-05"]
-
-
-def test_cmdline_plain_words_stay_unquoted():
-    line = f.sglang_cmdline({"tp": 8, "hicache-ratio": 4.0, "enable-hierarchical-cache": True}, prefix=PREFIX)
-    assert line == ("/opt/sglang/venv/bin/python -m sglang.launch_server --tp 8 --hicache-ratio 4.0 "
-                    "--enable-hierarchical-cache")
-
-
-@pytest.mark.parametrize("value, quoted", [
-    ("/models/Kimi K2.5", '"/models/Kimi K2.5"'),
-    ("price$HOME", '"price$$HOME"'),
-    ("100%", '"100%%"'),
-    ("%n", '"%%n"'),
-    ('say "hi"', '"say \\"hi\\""'),
-    ("back\\slash", '"back\\\\slash"'),
-    ("", '""'),
-    (";", '";"'),
-    ("it's", '"it\'s"'),
-    ("a\tb", '"a\\tb"'),
-])
-def test_cmdline_quotes_for_systemd(value, quoted):
-    line = f.sglang_cmdline({"served-model-name": value})
-    assert line == "--served-model-name " + quoted
-
-
-def test_cmdline_round_trips_every_word():
-    args = {"model-path": "/models/Kimi K2.5 $x 100%", "served-model-name": 'a "b" \\c', "tp": 8,
-            "json-model-override-args": {"rope scaling": {"factor": 2.0}}, "enable-metrics": True}
-    line = f.sglang_cmdline(args, prefix=PREFIX)
-    assert systemd_words(line) == PREFIX + f.sglang_argv(args)
-
-
-def test_cmdline_takes_a_word_list():
-    assert f.sglang_cmdline(["--x", "a b", 3]) == '--x "a b" 3'
-
-
-def test_cmdline_refuses_scalar():
-    with pytest.raises(AnsibleFilterError):
-        f.sglang_cmdline("--tp 8")
-
-
-def test_no_unescaped_dollar_or_percent_left():
-    line = f.sglang_cmdline({"x": "$A ${B} %i %% $$"})
-    stripped = line.replace("$$", "").replace("%%", "")
-    assert "$" not in stripped and "%" not in stripped
 
 
 # ---- sglang_args_problems ----------------------------------------------------------------------------------------
@@ -189,7 +140,8 @@ def test_speculative_without_algorithm_and_eagle_without_draft():
 
 
 @pytest.mark.parametrize("key, var", [("model-path", "sglang_model_path"), ("port", "sglang_port"),
-                                      ("host", "sglang_host"), ("api_key", "sglang_api_key")])
+                                      ("host", "sglang_host"), ("api_key", "sglang_api_key"),
+                                      ("admin-api-key", "sglang_admin_api_key")])
 def test_reserved_flags_in_user_args(key, var):
     problems = f.sglang_args_problems(KIMI, SPEC_V2, user_args={key: "x"})
     assert len(problems) == 1 and var in problems[0]
@@ -197,33 +149,57 @@ def test_reserved_flags_in_user_args(key, var):
 
 def test_numbers_and_env_names():
     problems = f.sglang_args_problems({"tp": "eight", "mem-fraction-static": 1.2}, {"BAD-NAME": "1"})
-    assert any("--tp must be a number" in p for p in problems)
+    assert any("sglang_args: --tp must be a number" in p for p in problems)
     assert any("between 0 and 1" in p for p in problems)
     assert any("BAD-NAME" in p for p in problems)
 
 
-# ---- env file and masking ----------------------------------------------------------------------------------------
-
-def test_envfile_lines_sorted_and_escaped():
-    text = f.sglang_envfile({"B": 'x "y" \\z', "A": True, "C": None, "D": 4})
-    assert text == 'A="true"\nB="x \\"y\\" \\\\z"\nD="4"\n'
-    assert f.sglang_envfile({}) == ""
 
 
-@pytest.mark.parametrize("bad", [{"A B": "1"}, {"A": "two\nlines"}])
-def test_envfile_refuses(bad):
-    with pytest.raises(AnsibleFilterError):
-        f.sglang_envfile(bad)
+# ---- injection and bad numbers (issue 14) ------------------------------------------------------------------------
+
+def test_flag_name_with_trailing_newline_is_refused():
+    # re.match('^...$') accepted 'tp\n' (the $ matches before a final newline)
+    with pytest.raises(AnsibleFilterError, match="not an SGLang flag name"):
+        f.sglang_args_merge({}, {"tp\n": 8})
 
 
-def test_mask_env():
-    masked = f.sglang_mask_env({"SGLANG_API_KEY": "s3cret", "HF_TOKEN": "hf_x", "NCCL_DEBUG": "WARN", "MY_PW": "p",
-                                "EMPTY_KEY": ""}, extra_secret_keys=["MY_PW"])
-    assert masked == {"SGLANG_API_KEY": "********", "HF_TOKEN": "********", "NCCL_DEBUG": "WARN",
-                      "MY_PW": "********", "EMPTY_KEY": ""}
+@pytest.mark.parametrize("value", ["x\n", "a\rb", "a\x00", "a\tb", "\u2028", ["ok", "x\nExecStartPre=+/bin/sh"]])
+def test_problems_refuse_control_characters_in_values(value):
+    problems = f.sglang_args_problems({"lora-paths": value})
+    assert len(problems) == 1 and "sglang_args: --lora-paths value" in problems[0] and "control" in problems[0]
 
 
-def test_filter_module_exposes_all():
-    names = set(f.FilterModule().filters())
-    assert {"sglang_args_merge", "sglang_cmdline", "sglang_argv", "sglang_args_problems",
-            "sglang_envfile", "sglang_mask_env"} <= names
+def test_problems_refuse_control_characters_in_env_values():
+    problems = f.sglang_args_problems({}, {"HF_HOME": "/x\nExecStartPre=+/bin/sh"})
+    assert problems and "sglang_env: HF_HOME" in problems[0]
+
+
+def test_problems_refuse_env_name_with_trailing_newline():
+    assert any("'BAD\\n'" in p for p in f.sglang_args_problems({}, {"BAD\n": "1"}))
+
+
+@pytest.mark.parametrize("flag, value", [("tp", 0), ("tp", -1), ("tp", 1.5), ("tp", "0"), ("dp-size", 0),
+                                         ("ep-size", -2)])
+def test_counts_below_one_refused(flag, value):
+    problems = f.sglang_args_problems({flag: value})
+    assert problems == ["sglang_args: --%s must be a whole number >= 1, got %r" % (flag, value)]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), "nan", "inf"])
+@pytest.mark.parametrize("flag", ["hicache-ratio", "hicache-size", "mem-fraction-static", "tp"])
+def test_non_finite_numbers_refused(flag, value):
+    problems = f.sglang_args_problems({"enable-hierarchical-cache": True, flag: value})
+    assert any(p == "sglang_args: --%s must be a finite number, got %r" % (flag, value) for p in problems)
+
+
+@pytest.mark.parametrize("flag", ["hicache-ratio", "hicache-size"])
+def test_negative_sizes_refused(flag):
+    problems = f.sglang_args_problems({flag: -1})
+    assert "sglang_args: --%s must not be negative, got -1" % flag in problems
+
+
+def test_problems_never_raise_on_odd_input():
+    assert f.sglang_args_problems({"tp": object()})
+    assert f.sglang_args_problems([1, 2]) and f.sglang_args_problems({}, ["A"])
+    assert f.sglang_args_problems({}, user_args={7: 1})

@@ -1,0 +1,104 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The server role's own inputs (plugins/filter/server_inputs.py): unit names, port, user, unit settings."""
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuserve.sglang.plugins.filter import server_inputs as f
+
+# The role's defaults (roles/server/defaults/main.yml), as the preflight passes them.
+DEFAULTS = {
+    "sglang_service_name": "sglang-kimi",
+    "sglang_port": 30000,
+    "sglang_host": "127.0.0.1",
+    "sglang_python": "/opt/sglang/venv/bin/python",
+    "sglang_launcher": "sglang.launch_server",
+    "sglang_api_key": "",
+    "sglang_user": "sglang",
+    "sglang_user_groups": [],
+    "sglang_unit_description": "SGLang inference server (kimi_k25_int4_eagle3)",
+    "sglang_unit_after": ["network-online.target"],
+    "sglang_unit_wants": ["network-online.target"],
+    "sglang_unit_wanted_by": "multi-user.target",
+    "sglang_unit_restart": "on-failure",
+    "sglang_unit_restart_sec": 30,
+    "sglang_unit_timeout_start_sec": 900,
+    "sglang_unit_timeout_stop_sec": "1min 30s",
+    "sglang_unit_limit_nofile": 65536,
+    "sglang_unit_limit_memlock": "infinity",
+    "sglang_unit_kill_mode": "control-group",
+    "sglang_unit_kill_signal": "SIGTERM",
+    "sglang_unit_extra": {"Nice": -5, "DeviceAllow": ["/dev/nvidia0 rw"]},
+    "sglang_env_file": "/etc/sglang/sglang-kimi.env",
+}
+
+
+def problems(**changes):
+    return f.sglang_input_problems(dict(DEFAULTS, **changes))
+
+
+def test_defaults_have_no_problem():
+    assert problems() == []
+
+
+@pytest.mark.parametrize("name", ["sglang-kimi", "sglang@kimi", "a:b_c.d\\x2d", "x" * 247])
+def test_valid_service_names(name):
+    assert problems(sglang_service_name=name) == []
+
+
+@pytest.mark.parametrize("name", [
+    "x'$(touch /tmp/pwned)'",  # the issue's reproducer: templated into sh -c as root
+    "sglang kimi", "sglang/kimi", "", "sglang\n", "a@b@c", "sglang@", "x" * 248, "ü",
+])
+def test_invalid_service_names(name):
+    found = problems(sglang_service_name=name)
+    assert found and found[0].startswith("sglang_service_name") and repr(name) in found[0]
+
+
+@pytest.mark.parametrize("port", [0, -1, 65536, 1.5, "http", True, float("nan"), float("inf")])
+def test_port_out_of_range(port):
+    assert problems(sglang_port=port) == ["sglang_port %r must be a port number 1-65535" % (port,)]
+
+
+@pytest.mark.parametrize("port", [1, 65535, "30000"])
+def test_port_in_range(port):
+    assert problems(sglang_port=port) == []
+
+
+@pytest.mark.parametrize("name, value", [
+    ("sglang_unit_description", "x\nExecStartPre=+/bin/sh -c id"),
+    ("sglang_python", "/opt/python\n"),
+    ("sglang_env_file", "/etc/sglang/x.env\nExecStartPre=+/bin/sh"),
+    ("sglang_unit_wanted_by", "multi-user.target\n[Service]"),
+    ("sglang_unit_after", ["network.target", "x.service\nExecStartPre=+/bin/sh"]),
+    ("sglang_unit_restart", "always\nExecStartPre=+/bin/sh"),
+    ("sglang_unit_kill_signal", "SIGTERM;"),
+    ("sglang_unit_restart_sec", "30\nUser=root"),
+    ("sglang_unit_limit_memlock", "infinity "),
+    ("sglang_unit_kill_mode", "cgroup"),
+    ("sglang_user", "root\nUser=root"),
+    ("sglang_user", "Bad User"),
+    ("sglang_user_groups", ["video", "x y"]),
+    ("sglang_host", "0.0.0.0 --api-key x"),
+    ("sglang_unit_extra", {"Nice": "1\nUser=root"}),
+    ("sglang_unit_extra", {"User Name": "x"}),
+])
+def test_refused_inputs_name_the_variable(name, value):
+    found = problems(**{name: value})
+    assert found and all(name in p for p in found)
+
+
+def test_secret_with_control_characters_is_refused_without_showing_it():
+    found = problems(sglang_api_key="s3cret\nExecStartPre=+/bin/sh")
+    assert found == ["sglang_api_key holds control characters (value not shown): refused"]
+
+
+def test_wanted_by_as_list_or_words():
+    assert problems(sglang_unit_wanted_by=["multi-user.target", "graphical.target"]) == []
+    assert problems(sglang_unit_after="network-online.target nvidia-persistenced.service") == []
+
+
+def test_refuses_non_mapping():
+    with pytest.raises(AnsibleFilterError):
+        f.sglang_input_problems(["sglang_port"])
