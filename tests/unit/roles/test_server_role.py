@@ -5,12 +5,19 @@ from __future__ import annotations
 
 import os
 import re
+import types
 
 import jinja2
 import pytest
 import yaml
 
-from ansible_collections.gpuserve.sglang.plugins.filter import sglang_cmdline as f
+from ansible_collections.gpuserve.sglang.plugins.filter import sglang_args, sglang_secrets, server_inputs, systemd
+
+# The server role's filters, by name (split by what they hold: flag rules, systemd quoting, secrets, inputs).
+_FILTERS = {}
+for _module in (sglang_args, systemd, sglang_secrets, server_inputs):
+    _FILTERS.update(_module.FilterModule().filters())
+f = types.SimpleNamespace(FilterModule=lambda: types.SimpleNamespace(filters=lambda: dict(_FILTERS)), **_FILTERS)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLE = os.path.join(ROOT, "roles", "server")
@@ -68,23 +75,23 @@ def test_production_defaults_of_the_unit():
 
 def test_production_profile_is_the_production_unit():
     profile = _yaml("vars", "profiles", "kimi_k25_int4_eagle3.yml")
-    argv = f.sglang_argv(dict(profile["server_profile_args"], **{"speculative-draft-model-path": "/d"}))
+    argv = f.sglang_argv(dict(profile["_server_profile_args"], **{"speculative-draft-model-path": "/d"}))
     assert " ".join(argv) == (
         "--tp 8 --speculative-algorithm EAGLE3 --speculative-draft-model-path /d --speculative-num-steps 2 "
         "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --cuda-graph-max-bs 128 "
         "--attention-backend flashinfer --enable-flashinfer-allreduce-fusion --disable-custom-all-reduce "
         "--mem-fraction-static 0.88 --enable-hierarchical-cache --hicache-ratio 4.0 "
         "--hicache-write-policy write_through --hicache-io-backend kernel")
-    assert profile["server_profile_env"] == {"SGLANG_ENABLE_SPEC_V2": "True"}
+    assert profile["_server_profile_env"] == {"SGLANG_ENABLE_SPEC_V2": "True"}
 
 
 @pytest.mark.parametrize("name", ["kimi_k25_int4_eagle3", "qwen35_397b_a17b_nvfp4", "custom"])
 def test_profiles_pass_the_preflight_rules(name):
     profile = _yaml("vars", "profiles", name + ".yml")
-    args = dict(profile["server_profile_args"])
+    args = dict(profile["_server_profile_args"])
     if "speculative-draft-model-path" in args:
         args["speculative-draft-model-path"] = "/d"
-    assert f.sglang_args_problems(args, profile["server_profile_env"]) == []
+    assert f.sglang_args_problems(args, profile["_server_profile_env"]) == []
 
 
 def _render_unit(**over):
