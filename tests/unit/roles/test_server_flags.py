@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The server role's entry point `flags` (tasks_from: flags) on this machine (connection local, read-only):
+its argument_specs refuse an unknown profile, and the one public fact sglang_plan_inputs holds the memory plan's
+inputs read from the effective flags (profile under sglang_args, aliases folded, SGLang's defaults)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import yaml
+
+from conftest import COLLECTIONS, ROOT
+
+ROLE = os.path.join(ROOT, "roles", "server")
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Flags only
+      ansible.builtin.include_role:
+        name: gpuserve.sglang.server
+        tasks_from: flags
+    - name: Keep the plan inputs
+      ansible.builtin.copy:
+        content: "{{ sglang_plan_inputs | to_json }}"
+        dest: "{{ out_file }}"
+        mode: "0644"
+"""
+
+
+def run_flags(tmp_path, extra_vars):
+    play = tmp_path / "play.yml"
+    play.write_text(PLAY)
+    out_file = tmp_path / "inputs.json"
+    args = ["-e", "out_file=" + str(out_file)]
+    for item in extra_vars:
+        args += ["-e", item]
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+           "-e", "ansible_python_interpreter=" + sys.executable, str(play)] + args
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    out = proc.stdout + proc.stderr
+    inputs = json.loads(out_file.read_text()) if out_file.exists() else None
+    return proc.returncode, out, inputs
+
+
+def test_flags_entry_point_has_the_profile_choices_of_main():
+    specs = yaml.safe_load(open(os.path.join(ROLE, "meta", "argument_specs.yml"), encoding="utf-8"))["argument_specs"]
+    assert specs["flags"]["options"]["sglang_profile"] == specs["main"]["options"]["sglang_profile"]
+    with open(os.path.join(ROLE, "tasks", "flags.yml"), encoding="utf-8") as handle:
+        text = handle.read()
+    for profile in specs["main"]["options"]["sglang_profile"]["choices"]:
+        assert profile not in text  # the list of profiles lives in argument_specs only
+
+
+def test_production_profile_plan_inputs(tmp_path):
+    rc, out, inputs = run_flags(tmp_path, [])
+    assert rc == 0, out[-3000:]
+    assert inputs == {"tp": 8, "mem_fraction_static": 0.88, "hicache": True, "ratio": 4.0, "size_gb": 0,
+                      "page_size": 1, "kv_dtype": "auto", "model_path": "/models/Kimi-K2.5-INT4",
+                      "draft_model_path": "/models/Kimi-K2.5-EAGLE3"}
+
+
+def test_custom_profile_aliases_and_defaults(tmp_path):
+    rc, out, inputs = run_flags(tmp_path, ['{"sglang_profile": "custom", "sglang_model_path": "/m",'
+                                           ' "sglang_args": {"tp-size": 2, "hicache-size": 30, "page_size": 64,'
+                                           ' "enable-hierarchical-cache": true, "kv-cache-dtype": "fp8_e4m3"}}'])
+    assert rc == 0, out[-3000:]
+    assert inputs == {"tp": 2, "mem_fraction_static": 0.88, "hicache": True, "ratio": 2.0, "size_gb": 30,
+                      "page_size": 64, "kv_dtype": "fp8_e4m3", "model_path": "/m", "draft_model_path": ""}
+
+
+def test_unknown_profile_refused_by_the_entry_points_argument_specs(tmp_path):
+    rc, out, inputs = run_flags(tmp_path, ["sglang_profile=bogus"])
+    assert rc != 0 and inputs is None
+    assert "Validating arguments against arg spec 'flags'" in out
+    assert "value of sglang_profile must be one of: kimi_k25_int4_eagle3, qwen35_397b_a17b_nvfp4, custom, got: bogus" in out
