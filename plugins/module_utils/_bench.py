@@ -149,7 +149,8 @@ def accept_length(endpoint):
         return None
     if status != 200:
         return None
-    values = parse_metrics(body, "sglang:spec_accept_length")
+    # without speculative decoding SGLang exports 0 (an acceptance length is at least 1): no value then
+    values = [v for v in parse_metrics(body, "sglang:spec_accept_length") if v > 0]
     return round(sum(values) / len(values), 4) if values else None
 
 

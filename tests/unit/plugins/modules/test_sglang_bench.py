@@ -165,6 +165,9 @@ def test_chat_api_and_prompt_file(tmp_path, server):
     contents = sorted(b["messages"][0]["content"] for b in server.bodies)
     assert contents == ["first prompt", "first prompt", "second one here"]
     assert result["accept_length"] is None  # no spec decoding metric on this server
+    server.accept = 0.0  # SGLang without speculative decoding
+    result = run_module(tmp_path, dict(url=_url(server), num_requests=1, concurrency=1, output_len=2, input_len=2))
+    assert result["completed"] == 1 and result["accept_length"] is None
 
 
 def test_refused_key_is_a_clear_error(tmp_path, server):
