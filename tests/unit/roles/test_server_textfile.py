@@ -1,0 +1,59 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""roles/server/files/sglang_textfile.py: the metrics the alert rules read, from systemd's properties and the
+deployment record's JSON twin; the file is replaced atomically."""
+from __future__ import annotations
+
+import importlib.util
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SPEC = importlib.util.spec_from_file_location(
+    "sglang_textfile", os.path.join(ROOT, "roles", "server", "files", "sglang_textfile.py"))
+tf = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(tf)
+
+UNIT = "sglang-kimi.service"
+RECORD = {"invocation_id": "abc123", "hicache_expected": True, "hicache": {"ranks_seen": [0, 1]},
+          "baseline": {"output_throughput": 759.3, "concurrency": 30}}
+
+
+def _samples(text):
+    return {line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1] for line in text.splitlines() if not line.startswith("#")}
+
+
+def test_verified_invocation_and_baseline():
+    props = {"NRestarts": "2", "ActiveState": "active", "InvocationID": "abc123"}
+    samples = _samples(tf.render(UNIT, props, RECORD))
+    assert samples['sglang_unit_restarts_total{unit="sglang-kimi.service"}'] == "2"
+    assert samples['sglang_unit_active{unit="sglang-kimi.service"}'] == "1"
+    assert samples['sglang_unit_invocation_info{unit="sglang-kimi.service",invocation_id="abc123"}'] == "1"
+    assert samples['sglang_hicache_expected{unit="sglang-kimi.service"}'] == "1"
+    assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "1"
+    assert samples['sglang_bench_baseline_output_tok_s{unit="sglang-kimi.service"}'] == "759.3"
+    assert samples['sglang_bench_baseline_concurrency{unit="sglang-kimi.service"}'] == "30"
+
+
+def test_another_invocation_is_not_verified():
+    props = {"NRestarts": "3", "ActiveState": "active", "InvocationID": "def456"}  # systemd restarted it
+    samples = _samples(tf.render(UNIT, props, RECORD))
+    assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "0"
+    assert samples['sglang_hicache_expected{unit="sglang-kimi.service"}'] == "1"
+
+
+def test_no_record_no_baseline():
+    samples = _samples(tf.render(UNIT, {"NRestarts": "0", "ActiveState": "failed", "InvocationID": ""}, {}))
+    assert samples['sglang_unit_active{unit="sglang-kimi.service"}'] == "0"
+    assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "0"
+    assert not any(k.startswith("sglang_bench_baseline") or k.startswith("sglang_unit_invocation_info")
+                   for k in samples)
+
+
+def test_file_replaced(tmp_path, monkeypatch):
+    record = tmp_path / "r.json"
+    record.write_text('{"invocation_id": "x"}')
+    monkeypatch.setattr(tf, "systemd_properties", lambda unit: {"NRestarts": "1", "InvocationID": "x"})
+    out = tmp_path / "sglang-kimi.prom"
+    assert tf.main(["--unit", UNIT, "--record", str(record), "--out", str(out)]) == 0
+    assert 'sglang_unit_restarts_total{unit="sglang-kimi.service"} 1' in out.read_text()
+    assert oct(out.stat().st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(str(tmp_path))) == ["r.json", "sglang-kimi.prom"]
