@@ -1,0 +1,286 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Take SGLang workers out of every sglang-router (0.3.2), drain them, and put them back.
+
+The router's worker API (seen working without ``--enable-igw``):
+
+* ``GET /workers`` -> ``{"workers": [{"id", "url", "is_healthy", "load", ...}], "total": N}``; ``load`` is the
+  worker's in-flight request count as the router sees it.
+* ``DELETE /workers/<id>`` -> 202; the worker leaves the list within a second or two.
+* ``POST /workers`` ``{"url": ...}`` -> 202; listed and healthy within seconds when the worker answers /health
+  (a worker that does not answer yet is retried by the router every ``--worker-startup-check-interval``, 30 s by
+  default: so a worker is put back only once its own /health says 200).
+
+Drain: take the batch out of EVERY router first (no new request reaches it), then wait until the worker's own
+``/metrics`` (SGLang's ``sglang:num_running_reqs`` + ``sglang:num_queue_reqs``) says zero, bounded by the drain
+timeout; what was still in flight then is reported as cut. Safety (refused before anything changes): never more
+than ``max_unavailable`` fleet workers out of a router (the batch counted in), never the last healthy worker of a
+router.
+
+Everything here takes its HTTP, clock and sleep as arguments, so the logic is tested without a network.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+try:
+    from http.client import HTTPException
+    from urllib.error import HTTPError, URLError
+    from urllib.request import ProxyHandler, Request, build_opener
+except ImportError:  # pragma: no cover - Python 2
+    raise
+
+IN_FLIGHT_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+
+
+class RouterError(Exception):
+    """A router or worker did not do what was asked (message says which and what it answered)."""
+
+
+class Refused(RouterError):
+    """The request would break a safety rule; nothing was changed."""
+
+
+def normalize_url(url):
+    return url.rstrip("/")
+
+
+def http_call(method, url, body=None, timeout=10.0, headers=None):
+    """One HTTP call without proxy: (status or None, text). None means no answer (refused, timeout, reset)."""
+    opener = build_opener(ProxyHandler({}))
+    data = json.dumps(body).encode() if body is not None else None
+    req = Request(url, data=data, method=method)
+    if data is not None:
+        req.add_header("Content-Type", "application/json")
+    for key, value in (headers or {}).items():
+        req.add_header(key, value)
+    try:
+        with opener.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode("utf-8", "replace")
+    except HTTPError as exc:
+        try:
+            text = exc.read().decode("utf-8", "replace")
+        except Exception:  # pylint: disable=broad-except
+            text = ""
+        return exc.code, text
+    except (URLError, HTTPException, OSError, ValueError) as exc:
+        return None, str(exc)
+
+
+def in_flight_from_metrics(text):
+    """Running + queued requests from SGLang's /metrics text (summed over label sets); None if absent."""
+    total = None
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = METRIC_LINE.match(line)
+        if match and match.group("name") in IN_FLIGHT_METRICS:
+            try:
+                value = float(match.group("value"))
+            except ValueError:
+                continue
+            total = (total or 0) + int(round(value))
+    return total
+
+
+class Fleet(object):
+    """The routers of a fleet and what they say about their workers."""
+
+    def __init__(self, routers, http=http_call, clock=time.monotonic, sleep=time.sleep, poll=0.5,
+                 worker_health_path="/health", worker_metrics_path="/metrics", headers=None):
+        self.routers = [normalize_url(r) for r in routers]
+        self.http = http
+        self.clock = clock
+        self.sleep = sleep
+        self.poll = poll
+        self.worker_health_path = worker_health_path
+        self.worker_metrics_path = worker_metrics_path
+        self.headers = headers or {}
+        self.log = []
+
+    # --- reading -------------------------------------------------------------------------------------
+    def workers(self, router):
+        """{url: {"id", "is_healthy", "load"}} of one router; RouterError when it does not answer."""
+        code, text = self.http("GET", router + "/workers", headers=self.headers)
+        if code != 200:
+            raise RouterError("router %s: GET /workers answered %s: %s" % (router, code, text[:200]))
+        try:
+            listed = json.loads(text).get("workers") or []
+        except (ValueError, AttributeError):
+            raise RouterError("router %s: GET /workers is not JSON: %s" % (router, text[:200]))
+        return dict((normalize_url(w.get("url", "")), {"id": w.get("id"), "is_healthy": bool(w.get("is_healthy")),
+                                                        "load": int(w.get("load") or 0)}) for w in listed)
+
+    def router_healthy(self, router):
+        return self.http("GET", router + "/health", headers=self.headers)[0] == 200
+
+    def snapshot(self):
+        return dict((router, self.workers(router)) for router in self.routers)
+
+    def worker_in_flight(self, worker):
+        code, text = self.http("GET", worker + self.worker_metrics_path)
+        if code != 200:
+            return None
+        return in_flight_from_metrics(text)
+
+    def worker_healthy(self, worker):
+        return self.http("GET", worker + self.worker_health_path)[0] == 200
+
+    # --- safety --------------------------------------------------------------------------------------
+    @staticmethod
+    def check_safe(snapshot, batch, fleet, max_unavailable):
+        """Refused unless, on every router, (fleet workers not healthy-and-listed) + batch <= max_unavailable
+        and at least one healthy worker stays listed outside the batch."""
+        batch = set(batch)
+        for router, listed in sorted(snapshot.items()):
+            healthy = set(url for url, w in listed.items() if w["is_healthy"])
+            out = set(fleet) - healthy
+            would_be_out = out | batch
+            if len(would_be_out) > max_unavailable:
+                raise Refused(
+                    "router %s: taking out %s would leave %d worker(s) out of service (%s), more than "
+                    "max_unavailable=%d; already out: %s"
+                    % (router, ", ".join(sorted(batch)), len(would_be_out), ", ".join(sorted(would_be_out)),
+                       max_unavailable, ", ".join(sorted(out - batch)) or "none"))
+            if not healthy - batch:
+                raise Refused("router %s: %s would take out its last healthy worker (healthy now: %s)"
+                              % (router, ", ".join(sorted(batch)), ", ".join(sorted(healthy)) or "none"))
+
+    # --- actions -------------------------------------------------------------------------------------
+    def remove(self, batch, timeout):
+        """DELETE each batch worker from each router that lists it; wait until no router lists any."""
+        changed = False
+        for router in self.routers:
+            listed = self.workers(router)
+            for worker in batch:
+                if worker in listed:
+                    code, text = self.http("DELETE", router + "/workers/" + str(listed[worker]["id"]),
+                                           headers=self.headers)
+                    if code not in (200, 202, 204):
+                        raise RouterError("router %s: DELETE %s answered %s: %s" % (router, worker, code, text[:200]))
+                    self.log.append("removed %s from %s" % (worker, router))
+                    changed = True
+        deadline = self.clock() + timeout
+        while True:
+            left = [(r, w) for r in self.routers for w in batch if w in self.workers(r)]
+            if not left:
+                return changed
+            if self.clock() >= deadline:
+                raise RouterError("still listed after %ss: %s" % (timeout, ", ".join("%s on %s" % (w, r)
+                                                                                    for r, w in left)))
+            self.sleep(self.poll)
+
+    def wait_drained(self, batch, drain_timeout):
+        """Wait until each worker's own metrics say nothing is running or queued, at most drain_timeout s.
+        Returns ({worker: requests still in flight at the end (None: no metrics)}, seconds waited)."""
+        start = self.clock()
+        deadline = start + drain_timeout
+        last = {}
+        while True:
+            for worker in batch:
+                last[worker] = self.worker_in_flight(worker)
+            busy = [w for w in batch if last[w]]
+            unknown = [w for w in batch if last[w] is None]
+            if not busy and (not unknown or self.clock() >= deadline):
+                return last, round(self.clock() - start, 3)
+            if self.clock() >= deadline:
+                return last, round(self.clock() - start, 3)
+            self.sleep(self.poll)
+
+    def add(self, batch, timeout):
+        """Put each worker back on each router once its own /health says 200; wait until every router lists
+        it healthy."""
+        deadline = self.clock() + timeout
+        pending = list(batch)
+        while pending:
+            pending = [w for w in pending if not self.worker_healthy(w)]
+            if not pending:
+                break
+            if self.clock() >= deadline:
+                raise RouterError("worker(s) %s do not answer %s with 200 after %ss: not put back"
+                                  % (", ".join(pending), self.worker_health_path, timeout))
+            self.sleep(self.poll)
+        changed = False
+        for router in self.routers:
+            listed = self.workers(router)
+            for worker in batch:
+                if worker not in listed:
+                    code, text = self.http("POST", router + "/workers", {"url": worker}, headers=self.headers)
+                    if code not in (200, 201, 202) and "already exists" not in text:
+                        raise RouterError("router %s: POST /workers %s answered %s: %s"
+                                          % (router, worker, code, text[:200]))
+                    self.log.append("added %s to %s" % (worker, router))
+                    changed = True
+        self.wait_listed_healthy(batch, deadline)
+        return changed
+
+    def wait_listed_healthy(self, batch, deadline):
+        """Every router answers /health 200 and lists every worker of batch as healthy, by the deadline."""
+        while True:
+            missing = []
+            for router in self.routers:
+                if not self.router_healthy(router):
+                    missing.append("%s: /health not 200" % router)
+                    continue
+                listed = self.workers(router)
+                for worker in batch:
+                    if worker not in listed:
+                        missing.append("%s not listed on %s" % (worker, router))
+                    elif not listed[worker]["is_healthy"]:
+                        missing.append("%s not healthy on %s" % (worker, router))
+            if not missing:
+                return
+            if self.clock() >= deadline:
+                raise RouterError("not every router serves every worker: " + "; ".join(missing))
+            self.sleep(self.poll)
+
+
+def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mode=False):
+    """The module's logic: returns the result dict (``changed``, ``routers``, ``cut`` ...); raises RouterError."""
+    routers = [normalize_url(r) for r in params["routers"]]
+    batch = [normalize_url(w) for w in params.get("workers") or []]
+    fleet = [normalize_url(w) for w in params.get("fleet") or []] or batch
+    fleet = sorted(set(fleet) | set(batch))
+    headers = {}
+    if params.get("api_key"):
+        headers["Authorization"] = "Bearer %s" % params["api_key"]
+    state = params.get("state", "verified")
+    fl = Fleet(routers, http=http, clock=clock, sleep=sleep, poll=params.get("poll_interval", 0.5),
+               worker_health_path=params.get("worker_health_path", "/health"),
+               worker_metrics_path=params.get("worker_metrics_path", "/metrics"), headers=headers)
+    result = {"changed": False, "state": state, "workers": batch, "routers": {}, "log": fl.log}
+    started = clock()
+    if not routers:
+        raise Refused("no router given")
+    if state == "drained":
+        before = fl.snapshot()
+        listed_somewhere = [w for w in batch if any(w in listed for listed in before.values())]
+        if listed_somewhere:
+            fl.check_safe(before, batch, fleet, int(params.get("max_unavailable", 1)))
+        if check_mode:
+            result["changed"] = bool(listed_somewhere)
+        else:
+            result["changed"] = fl.remove(batch, float(params.get("timeout", 120)))
+            cut, waited = fl.wait_drained(batch, float(params.get("drain_timeout", 300)))
+            result["in_flight_at_end"] = cut
+            result["drain_seconds"] = waited
+            result["cut"] = dict((w, n) for w, n in cut.items() if n)
+            result["metrics_unavailable"] = sorted(w for w, n in cut.items() if n is None)
+    elif state == "present":
+        before = fl.snapshot()
+        missing = [w for w in batch if any(w not in listed for listed in before.values())]
+        if check_mode:
+            result["changed"] = bool(missing)
+        else:
+            result["changed"] = fl.add(batch, float(params.get("timeout", 300)))
+    elif state == "verified":
+        fl.wait_listed_healthy(batch, clock() + float(params.get("timeout", 120)))
+    elif state != "status":
+        raise Refused("unknown state %r" % state)
+    result["routers"] = fl.snapshot()
+    result["seconds"] = round(clock() - started, 3)
+    return result

@@ -1,0 +1,177 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_router_workers
+short_description: Take SGLang workers out of every sglang-router, drain them, put them back, or verify
+version_added: "0.2.0"
+description:
+  - Talks to one or more sglang-router 0.3.2 instances through their worker API (C(GET /workers),
+    C(DELETE /workers/<id>), C(POST /workers)); every action is done on B(every) router given.
+  - V(drained) takes the O(workers) out of every router, then waits until each worker's own C(/metrics)
+    (SGLang's C(sglang:num_running_reqs) + C(sglang:num_queue_reqs)) says zero, at most O(drain_timeout)
+    seconds; what was still in flight then is returned in RV(cut). Refused before anything changes when it
+    would leave more than O(max_unavailable) workers of O(fleet) out of a router, or a router without a
+    healthy worker.
+  - V(present) waits until each worker answers its own C(/health) with 200, adds it to every router that does
+    not list it, and waits until every router answers C(/health) 200 and lists every worker as healthy.
+  - V(verified) changes nothing: every router answers C(/health) 200 and lists every worker as healthy (waits up
+    to O(timeout)). V(status) only reads.
+  - Runs where it is delegated (it needs HTTP to the routers and the workers), Python standard library only.
+author:
+  - gpuserve.sglang maintainers (@gpuserve)
+options:
+  routers:
+    description: Base URLs of the routers, for example V(http://gw-1:30000).
+    type: list
+    elements: str
+    required: true
+  workers:
+    description: Base URLs of the workers acted on, exactly as the routers list them (V(http://host:30000)).
+    type: list
+    elements: str
+    default: []
+  fleet:
+    description:
+      - Every worker URL of the fleet, for O(max_unavailable) (a fleet worker not listed healthy counts as out).
+      - Default is O(workers).
+    type: list
+    elements: str
+    default: []
+  state:
+    description: What to do (see the description).
+    type: str
+    choices: [drained, present, verified, status]
+    default: verified
+  max_unavailable:
+    description: At most this many fleet workers out of a router at once, the batch counted in.
+    type: int
+    default: 1
+  drain_timeout:
+    description: Seconds to wait for the in-flight requests of drained workers to reach zero.
+    type: float
+    default: 300
+  timeout:
+    description: Seconds for the routers to drop (V(drained)) or list healthy (V(present), V(verified)) the workers.
+    type: float
+    default: 120
+  api_key:
+    description: Bearer key sent to the routers' API, when they require one.
+    type: str
+  worker_health_path:
+    description: The workers' health path.
+    type: str
+    default: /health
+  worker_metrics_path:
+    description: The workers' Prometheus path (SGLang with C(--enable-metrics)).
+    type: str
+    default: /metrics
+  poll_interval:
+    description: Seconds between polls.
+    type: float
+    default: 0.5
+notes:
+  - Without C(--enable-metrics) on the workers the in-flight count is unknown; the drain then waits the whole
+    O(drain_timeout) and RV(metrics_unavailable) names the workers.
+  - Check mode reports what would change and changes nothing.
+"""
+
+EXAMPLES = r"""
+- name: Take the batch out of every router and wait for its requests to finish
+  gpuserve.sglang.sglang_router_workers:
+    routers: [http://gw-1:30000, http://gw-2:30000]
+    workers: [http://gpu-3:30000]
+    fleet: [http://gpu-1:30000, http://gpu-2:30000, http://gpu-3:30000, http://gpu-4:30000]
+    state: drained
+    drain_timeout: 600
+  delegate_to: gw-1
+  run_once: true
+
+- name: Put it back once it verified
+  gpuserve.sglang.sglang_router_workers:
+    routers: [http://gw-1:30000, http://gw-2:30000]
+    workers: [http://gpu-3:30000]
+    state: present
+"""
+
+RETURN = r"""
+routers:
+  description: Each router's workers after the action, by URL (C(id), C(is_healthy), C(load)).
+  returned: always
+  type: dict
+cut:
+  description: Drained workers that still had requests in flight when O(drain_timeout) ran out, with the count.
+  returned: state=drained
+  type: dict
+in_flight_at_end:
+  description: Each drained worker's in-flight count when the drain ended (null when its metrics were unavailable).
+  returned: state=drained
+  type: dict
+drain_seconds:
+  description: How long the drain waited.
+  returned: state=drained
+  type: float
+metrics_unavailable:
+  description: Drained workers whose /metrics did not answer.
+  returned: state=drained
+  type: list
+log:
+  description: What was removed from or added to which router.
+  returned: always
+  type: list
+seconds:
+  description: Time the module took.
+  returned: always
+  type: float
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._router import RouterError, run
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            routers=dict(type="list", elements="str", required=True),
+            workers=dict(type="list", elements="str", default=[]),
+            fleet=dict(type="list", elements="str", default=[]),
+            state=dict(type="str", choices=["drained", "present", "verified", "status"], default="verified"),
+            max_unavailable=dict(type="int", default=1),
+            drain_timeout=dict(type="float", default=300),
+            timeout=dict(type="float", default=120),
+            api_key=dict(type="str", no_log=True),
+            worker_health_path=dict(type="str", default="/health"),
+            worker_metrics_path=dict(type="str", default="/metrics"),
+            poll_interval=dict(type="float", default=0.5),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    for name in ("routers", "workers", "fleet"):
+        for url in params[name]:
+            if not url.startswith(("http://", "https://")):
+                module.fail_json(msg="%s: %r is not an http(s) URL" % (name, url))
+    if not params["routers"]:
+        module.fail_json(msg="routers: at least one router URL is needed")
+    if params["max_unavailable"] < 1:
+        module.fail_json(msg="max_unavailable must be at least 1, got %s" % params["max_unavailable"])
+    if params["state"] == "drained" and len(set(params["workers"])) > params["max_unavailable"]:
+        module.fail_json(msg="%d workers asked to drain at once, more than max_unavailable=%d"
+                         % (len(set(params["workers"])), params["max_unavailable"]))
+    for name in ("drain_timeout", "timeout", "poll_interval"):
+        if params[name] <= 0:
+            module.fail_json(msg="%s must be a positive number of seconds, got %s" % (name, params[name]))
+    try:
+        result = run(params, check_mode=module.check_mode)
+    except RouterError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,182 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The drain/undrain logic of sglang_router_workers against a fake fleet that answers as sglang-router 0.3.2
+(GET/DELETE/POST /workers, as captured from the real router) and SGLang workers (/health, /metrics)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _router
+from ansible_collections.gpuserve.sglang.plugins.module_utils._router import Refused, RouterError, run
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+
+METRICS = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="unified",model_name="kimi",moe_ep_rank="0",pp_rank="0",tp_rank="0"} %s
+# HELP sglang:num_queue_reqs The number of requests in the waiting queue.
+# TYPE sglang:num_queue_reqs gauge
+sglang:num_queue_reqs{engine_type="unified",model_name="kimi",moe_ep_rank="0",pp_rank="0",tp_rank="0"} %s
+# HELP sglang:num_requests Number of requests processed.
+# TYPE sglang:num_requests counter
+sglang:num_requests_total{model_name="kimi"} 42.0
+"""
+
+W = ["http://w%d:30000" % i for i in range(1, 5)]
+R = ["http://gw-1:30000", "http://gw-2:30000"]
+
+
+class FakeFleet(object):
+    """Routers listing workers; workers with in-flight counts that fall by one per poll (sleep)."""
+
+    def __init__(self, routers=R, workers=W, in_flight=None, healthy=None, metrics=True):
+        self.lists = dict((r, dict((w, {"id": "id-" + w[7:9], "is_healthy": True, "load": 0}) for w in workers))
+                          for r in routers)
+        self.in_flight = dict((w, 0) for w in workers)
+        self.in_flight.update(in_flight or {})
+        self.up = dict((w, True) for w in workers)
+        self.up.update(healthy or {})
+        self.metrics = metrics
+        self.now = 0.0
+        self.calls = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        for w in self.in_flight:
+            self.in_flight[w] = max(0, self.in_flight[w] - 1)
+
+    def http(self, method, url, body=None, timeout=10.0, headers=None):
+        self.calls.append((method, url))
+        base, _, path = url[7:].partition("/")
+        base = "http://" + base
+        path = "/" + path
+        if base in self.lists:
+            workers = self.lists[base]
+            if method == "GET" and path == "/health":
+                return 200, "OK"
+            if method == "GET" and path == "/workers":
+                return 200, json.dumps({"workers": [dict(v, url=k) for k, v in workers.items()],
+                                        "total": len(workers)})
+            if method == "DELETE" and path.startswith("/workers/"):
+                wid = path.split("/")[-1]
+                for k, v in list(workers.items()):
+                    if v["id"] == wid:
+                        del workers[k]
+                return 202, json.dumps({"status": "accepted", "worker_id": wid})
+            if method == "POST" and path == "/workers":
+                url = body["url"]
+                if url in workers:
+                    return 202, json.dumps({"status": "accepted"})
+                workers[url] = {"id": "id-" + url[7:9], "is_healthy": self.up.get(url, False), "load": 0}
+                return 202, json.dumps({"status": "accepted"})
+        if base in self.in_flight:
+            if not self.up[base]:
+                return None, "Connection refused"
+            if path == "/health":
+                return 200, ""
+            if path == "/metrics":
+                return (200, METRICS % (float(self.in_flight[base]), 0.0)) if self.metrics else (404, "")
+        return None, "no route"
+
+
+def params(**kw):
+    base = {"routers": R, "workers": [W[0]], "fleet": W, "state": "drained", "max_unavailable": 1,
+            "drain_timeout": 30, "timeout": 10, "poll_interval": 1.0}
+    base.update(kw)
+    return base
+
+
+def go(fake, **kw):
+    return run(params(**kw), http=fake.http, clock=fake.clock, sleep=fake.sleep)
+
+
+def test_in_flight_from_sglang_metrics():
+    assert _router.in_flight_from_metrics(METRICS % ("3.0", "2.0")) == 5
+    assert _router.in_flight_from_metrics("# nothing\nsglang:num_requests_total{} 3\n") is None
+
+
+def test_drain_removes_from_every_router_then_waits_for_zero():
+    fake = FakeFleet(in_flight={W[0]: 3})
+    result = go(fake)
+    assert result["changed"] is True
+    assert all(W[0] not in listed for listed in fake.lists.values())
+    assert [c for c in fake.calls if c[0] == "DELETE"] == [("DELETE", R[0] + "/workers/id-w1"),
+                                                             ("DELETE", R[1] + "/workers/id-w1")]
+    # removed from every router BEFORE the first look at its metrics
+    first_metrics = fake.calls.index(("GET", W[0] + "/metrics"))
+    assert first_metrics > fake.calls.index(("DELETE", R[1] + "/workers/id-w1"))
+    assert result["cut"] == {} and result["in_flight_at_end"] == {W[0]: 0}
+    assert result["drain_seconds"] == 3.0
+
+
+def test_drain_timeout_reports_what_was_cut():
+    fake = FakeFleet(in_flight={W[0]: 100})
+    result = go(fake, drain_timeout=5)
+    assert result["cut"] == {W[0]: 95} and result["drain_seconds"] == 5.0
+
+
+def test_drain_without_metrics_waits_the_timeout_and_says_so():
+    fake = FakeFleet(metrics=False)
+    result = go(fake, drain_timeout=4)
+    assert result["metrics_unavailable"] == [W[0]] and result["drain_seconds"] == 4.0
+
+
+def test_refused_over_max_unavailable_with_nothing_changed():
+    fake = FakeFleet()
+    fake.lists[R[1]][W[2]]["is_healthy"] = False          # w3 is already out on gw-2
+    with pytest.raises(Refused, match="max_unavailable=1"):
+        go(fake)
+    assert not [c for c in fake.calls if c[0] != "GET"]
+    assert W[0] in fake.lists[R[0]] and W[0] in fake.lists[R[1]]
+
+
+def test_refused_for_the_last_healthy_worker():
+    fake = FakeFleet(workers=[W[0]])
+    with pytest.raises(Refused, match="last healthy worker"):
+        go(fake, fleet=[W[0]], max_unavailable=5)
+    assert not [c for c in fake.calls if c[0] != "GET"]
+
+
+def test_undrain_waits_for_worker_health_then_adds_everywhere_and_is_idempotent():
+    fake = FakeFleet()
+    go(fake)
+    fake.up[W[0]] = False
+    with pytest.raises(RouterError, match="not put back"):
+        go(fake, state="present", timeout=3)
+    assert all(W[0] not in listed for listed in fake.lists.values())   # never added while down
+    fake.up[W[0]] = True
+    result = go(fake, state="present")
+    assert result["changed"] is True
+    assert all(listed[W[0]]["is_healthy"] for listed in fake.lists.values())
+    again = go(fake, state="present")
+    assert again["changed"] is False
+    assert go(fake, state="verified")["changed"] is False
+
+
+def test_verified_fails_when_a_router_lists_a_worker_unhealthy():
+    fake = FakeFleet()
+    fake.lists[R[1]][W[3]]["is_healthy"] = False
+    with pytest.raises(RouterError, match="w4:30000 not healthy on http://gw-2:30000"):
+        go(fake, state="verified", workers=W, timeout=2)
+
+
+def test_check_mode_changes_nothing():
+    fake = FakeFleet()
+    result = run(params(), http=fake.http, clock=fake.clock, sleep=fake.sleep, check_mode=True)
+    assert result["changed"] is True
+    assert W[0] in fake.lists[R[0]]
+    assert not [c for c in fake.calls if c[0] != "GET"]
+
+
+def test_module_refuses_a_batch_over_max_unavailable_before_any_call():
+    args = {"ANSIBLE_MODULE_ARGS": {"routers": ["http://127.0.0.1:9"], "workers": W[:2], "state": "drained"}}
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, ".cache", "collections"))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "plugins", "modules", "sglang_router_workers.py")],
+                          input=json.dumps(args), capture_output=True, text=True, env=env, check=False)
+    out = json.loads(proc.stdout)
+    assert out["failed"] and "more than max_unavailable=1" in out["msg"]
