@@ -127,12 +127,3 @@ def test_env_file_holds_the_same_values():
     text = _render("nccl.env.j2")
     assert nccl_check.read_env_file(text) == _defaults()["nccl_env"]
     assert all(line.startswith("#") or "=" in line for line in text.splitlines() if line)
-
-
-def test_defaults_match_argument_specs():
-    with open(os.path.join(ROLE, "meta", "argument_specs.yml"), encoding="utf-8") as f:
-        spec = yaml.safe_load(f)["argument_specs"]["main"]["options"]
-    defaults = _defaults()
-    assert set(spec) == set(defaults)
-    for key, value in defaults.items():
-        assert spec[key]["default"] == value, key
