@@ -55,3 +55,42 @@ def test_promtool_test_rules():
                           cwd=os.path.dirname(TESTS), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SUCCESS" in proc.stdout + proc.stderr
+
+
+INVENTORY = """
+sglang_servers:
+  hosts:
+    gpu1: {ansible_host: 10.0.0.1}
+    gpu2: {ansible_host: 10.0.0.2, sglang_service_name: sglang-qwen, sglang_port: 30001}
+sglang_routers:
+  hosts:
+    router1: {ansible_host: 10.0.0.9}
+"""
+
+
+def test_scrape_configs_of_the_prometheus_playbook(tmp_path):
+    """playbooks/prometheus.yml writes prometheus_scrape_configs (labels host/unit the rules join on) and the
+    rules; a prometheus.yml made of them passes promtool check config."""
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(INVENTORY)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [os.path.join(ROOT, ".venv", "bin", "ansible-playbook"), "-i", str(inventory),
+         os.path.join(ROOT, "playbooks", "prometheus.yml"), "-e", "sglang_prometheus_dir=%s" % out],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+        env=dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(ROOT, ".cache", "collections")))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    configs = _load(str(out / "sglang-scrape-configs.yml"))["prometheus_scrape_configs"]
+    jobs = {c["job_name"]: c for c in configs}
+    assert sorted(jobs) == ["node", "sglang", "sglang-router"]
+    assert jobs["sglang"]["static_configs"] == [
+        {"targets": ["10.0.0.1:30000"], "labels": {"host": "gpu1", "unit": "sglang-kimi.service"}},
+        {"targets": ["10.0.0.2:30001"], "labels": {"host": "gpu2", "unit": "sglang-qwen.service"}}]
+    assert jobs["node"]["static_configs"][1] == {"targets": ["10.0.0.2:9100"], "labels": {"host": "gpu2"}}
+    assert jobs["sglang-router"]["static_configs"] == [{"targets": ["10.0.0.9:29000"], "labels": {"host": "router1"}}]
+    assert _load(str(out / "sglang.rules")) == _load(RULES)
+    if PROMTOOL:
+        config = tmp_path / "prometheus.yml"
+        config.write_text(yaml.safe_dump({"rule_files": [str(out / "sglang.rules")], "scrape_configs": configs}))
+        check = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, check=False)
+        assert check.returncode == 0, check.stdout + check.stderr
