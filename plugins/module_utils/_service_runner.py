@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Restart / start / verify an SGLang unit and decide readiness from ITS OWN invocation.
 
 The state machine (see docs/sglang_service.md):
@@ -14,24 +14,65 @@ The state machine (see docs/sglang_service.md):
    before it.
 4. Fail fast: a fail pattern in this invocation (the line is quoted); the unit failed, entered
    auto-restart, NRestarts grew or the InvocationID changed again (a crash loop); the main process is gone;
-   the deadline (the phase it was stuck in is named).
+   the deadline (the phase it was stuck in is named); /health answering 401, 403 or 404.
+5. Each proven start is recorded in a state file (``_state_file``); ``verified`` on the same invocation
+   takes the start-up facts from it when journald no longer holds the start-up lines, and checks the live
+   part now. The stop of the old invocation is reported (``stop: {result, killed, seconds}``).
 """
 
 from __future__ import annotations
 
+import re
 import time
+import traceback
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
-from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import FATAL_PATTERNS, READY_PATTERN, LogWatch
-from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import STOP_JOB_TYPES, SystemdError, exec_start_facts
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
+    FATAL_PATTERNS, READY_PATTERN, LogWatch, mask_secrets)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import (
+    STOP_JOB_TYPES, SystemdError, exec_start_facts, scheduler_count)
 
-from urllib.error import HTTPError, URLError
-from urllib.request import ProxyHandler, Request, build_opener
+try:
+    from http.client import HTTPException
+    from urllib.error import HTTPError, URLError
+    from urllib.parse import urlsplit
+    from urllib.request import ProxyHandler, Request, build_opener
+except ImportError:  # pragma: no cover - Python 2
+    raise
 
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it
 NO_INVOCATION_GRACE = 3.0     # job gone, unit down, no new invocation: give systemd this long
 AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restart= (capped by RestartUSec + 2 s)
+HEAD_LIMIT = 20000            # first read of an invocation: at most this many records from its start
+TAIL_SCAN = 2000              # ... and, when it held more, its last records (fatal texts, tail)
+HEALTH_FATAL = (401, 403, 404)
+QUIET_LOG_LEVELS = ("warning", "error", "critical")
+STOP_KILLED_RE = re.compile(r"State '(?:stop-sigterm|final-sigterm|stop-post|stop)' timed out\. Killing\.|"
+                            r"Killing process \d+ \(.*\) with signal SIGKILL|"
+                            r"State '(?:stop-sigterm|final-sigterm)' timed out\. Skipping SIGKILL", re.S)
+STOP_RESULT_RE = re.compile(r"Failed with result '([\w-]+)'")
+KILL_SUBSTATES = ("stop-sigkill", "final-sigkill")
+
+
+def check_health_url(url):
+    """Refuse a URL that can never answer, before the host changes (ValueError names the problem)."""
+    if url is None:
+        return None
+    if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+        raise ValueError("health_url must be an http:// or https:// URL, got %r" % (url,))
+    if any(ch.isspace() for ch in url):
+        raise ValueError("health_url must not contain spaces or other whitespace, got %r" % (url,))
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError("health_url %r is not a valid URL: %s" % (url, exc))
+    if not parts.hostname:
+        raise ValueError("health_url %r has no host" % (url,))
+    if port is not None and not 0 < port < 65536:
+        raise ValueError("health_url %r: port %s is out of range" % (url, port))
+    return url
 
 
 class ServiceFailure(Exception):
@@ -49,7 +90,8 @@ def http_status(url, timeout):
             response.close()
     except HTTPError as exc:
         return exc.code
-    except (URLError, OSError, ValueError):
+    except (URLError, OSError, ValueError, HTTPException):
+        # refused, timed out, or a listener that does not speak HTTP (BadStatusLine...): no answer
         return None
 
 
@@ -57,13 +99,25 @@ class ServiceRunner(object):
     def __init__(self, systemctl, run, unit, state="verified", timeout=1800, health_url=None,
                  ready_pattern=None, hicache=None, ranks=None, expect=None, fail_patterns=None,
                  extra_fail_patterns=None, poll_interval=0.5, check_mode=False, journalctl="journalctl",
-                 health=http_status, clock=time.monotonic, wall=time.time, sleep=time.sleep):
+                 health=http_status, clock=time.monotonic, wall=time.time, sleep=time.sleep, state_store=None,
+                 progress=None, secrets=()):
         self.systemctl = systemctl
         self.run = run
         self.unit = unit
         self.state = state
         self.timeout = float(timeout)
-        self.health_url = health_url
+        self.health_url = check_health_url(health_url)
+        self.state_store = state_store
+        self.progress = progress
+        self.secrets = [secret for secret in secrets if secret]
+        self.facts = {}
+        self.saved = None          # the state-file record the start-up facts came from
+        self.sources = {}
+        self.stop_watch = None     # {"since": clock, "substates": set()} while the old invocation stops
+        self.old_invocation = None
+        self.stop_report = None
+        self.journal_scan = None
+        self.notices = []
         self.hicache = hicache
         self.ranks = ranks
         self.poll_interval = float(poll_interval)
@@ -81,7 +135,7 @@ class ServiceRunner(object):
                        "invocation_id": None, "previous_invocation_id": None, "main_pid": 0, "n_restarts": 0,
                        "timeline": {}, "hicache": {}, "kv_cache": {}, "ready_line": None, "matched": {},
                        "health_status": None, "commands": []}
-        self.phase = "reading the unit"
+        self._phase = "reading the unit"
         self.last_health = None
         self.t0 = None
         self.wall0 = None
@@ -90,6 +144,19 @@ class ServiceRunner(object):
         self.hicache_settled = False
 
     # ---- helpers -------------------------------------------------------------------------------
+    @property
+    def phase(self):
+        return self._phase
+
+    @phase.setter
+    def phase(self, value):
+        if value != self._phase and self.progress:
+            self.progress("phase: %s" % value)
+        self._phase = value
+
+    def mask(self, text):
+        return mask_secrets(text, self.secrets)
+
     def elapsed(self):
         return self.clock() - self.t0
 
@@ -120,9 +187,12 @@ class ServiceRunner(object):
         self.result["sub_state"] = st.sub_state
         self.result["unit_result"] = st.result
 
+        if self.stop_watch is not None and st.active_state == "deactivating":
+            self.stop_watch["substates"].add(st.sub_state)
+
     # ---- main ------------------------------------------------------------------------------------
     def execute(self):
-        """Returns (ok, result). On failure result has msg and journal_tail."""
+        """Returns (ok, result). On failure result has msg, phase, invocation_id and journal_tail."""
         self.t0 = self.clock()
         self.wall0 = self.wall()
         try:
@@ -131,34 +201,115 @@ class ServiceRunner(object):
         except (ServiceFailure, SystemdError, JournalError) as exc:
             ok = False
             self.result["msg"] = str(exc)
+        except Exception as exc:  # pylint: disable=broad-except - never a traceback: fail with what is known
+            ok = False
+            self.result["msg"] = "unexpected error while %s: %s: %s" % (self.phase, type(exc).__name__, exc)
+            self.result["exception"] = traceback.format_exc()
+        try:
+            self._report_stop()
+        except (SystemdError, JournalError) as exc:
+            self.notices.append("the stop of the previous invocation could not be read: %s" % exc)
+        if not ok:
             self._collect_failure()
-        self._finish()
+        self._finish(ok)
         return ok, self.result
 
     def _collect_failure(self):
         tail = list(self.journal.tail) if self.journal else []
-        self.result["journal_tail"] = tail
+        self.result["journal_tail"] = [self.mask(line) for line in tail]
         self.result["phase"] = self.phase
+        msg = self.result["msg"]
+        inv = self.result.get("invocation_id") or self.result.get("previous_invocation_id")
+        if inv and inv not in msg:
+            msg += " [invocation %s]" % inv
+        if "phase" not in msg:
+            msg += " [phase: %s]" % self.phase
+        stop = self.result.get("stop")
+        if stop:
+            msg += " [previous stop: result=%s, killed=%s, %s s%s]" % (
+                stop["result"], "yes (SIGKILL by systemd)" if stop["killed"] else "no", stop["seconds"],
+                "; its pinned host memory may not have been released when this start began" if stop["killed"]
+                else "")
+        if self.result.get("journal_lines_dropped"):
+            msg += " [journald suppressed %d lines of this invocation (rate limit)]" % \
+                self.result["journal_lines_dropped"]
+        self.result["msg"] = self.mask(msg)
+        if self.progress:
+            self.progress("failed: %s" % self.result["msg"], priority=3)
 
-    def _finish(self):
+    def _finish(self, ok):
         watch = self.watch
-        expected = self.expected_ranks() if self.hicache_on() else None
-        self.result["hicache"] = watch.hicache_summary(expected) if self.hicache_on() or watch.hicache else {}
-        self.result["kv_cache"] = watch.kv_summary()
-        self.result["ready_line"] = watch.ready_line
-        matched = {}
-        if watch.ready_line:
-            matched[watch.ready_re.pattern] = watch.ready_line
-        matched.update(watch.expect_matched)
-        self.result["matched"] = matched
+        saved = self.saved
+        if saved:
+            for key in ("hicache", "kv_cache", "ready_line", "timeline", "matched"):
+                self.result[key] = saved.get(key)
+            self.result["timeline"] = dict(saved.get("timeline") or {})
+            self.result["timeline"]["total"] = round(self.elapsed(), 3)
+            extra = dict(watch.expect_matched)
+            self.result["matched"] = dict(saved.get("matched") or {}, **extra)
+        else:
+            expected = self.expected_ranks() if self.hicache_on() else None
+            self.result["hicache"] = (self.hicache_summary(expected)
+                                      if self.hicache_on() or watch.hicache else {})
+            self.result["kv_cache"] = watch.kv_summary()
+            self.result["ready_line"] = self.mask(watch.ready_line)
+            matched = {}
+            if watch.ready_line:
+                matched[watch.ready_re.pattern] = self.mask(watch.ready_line)
+            matched.update((key, self.mask(line)) for key, line in watch.expect_matched.items())
+            self.result["matched"] = matched
+            self.result["timeline"] = self.timeline()
         if watch.fatal:
-            self.result["fatal_lines"] = watch.fatal_lines[:20]
+            self.result["fatal_lines"] = [self.mask(line) for line in watch.fatal_lines[:20]]
+        if watch.dropped:
+            self.result["journal_lines_dropped"] = watch.dropped
         self.result["health_status"] = self.last_health
         self.result["commands"] = list(self.systemctl.commands)
-        self.result["timeline"] = self.timeline()
+        if self.systemctl.retries:
+            self.result["systemctl_retries"] = self.systemctl.retries
         if self.journal:
             self.result["journal_reads"] = self.journal.reads
             self.result["journal_entries_read"] = self.journal.entries_read
+        if self.journal_scan:
+            self.result["journal_scan"] = self.journal_scan
+        if self.sources:
+            self.result["sources"] = dict(self.sources)
+        if self.notices:
+            self.result["notices"] = list(self.notices)
+        if ok:
+            self._record()
+            if self.progress:
+                self.progress("ready: invocation %s (%s)" % (self.result.get("invocation_id"),
+                                                             "facts from the state file" if saved else "proven now"))
+
+    def _record(self):
+        """Write the state file after a start proven from the journal (not in check mode)."""
+        if self.state_store is None or self.check_mode or self.saved or not self.result.get("invocation_id"):
+            return
+        if not self.watch.ready_line and not self.facts.get("quiet"):
+            return
+        record = {
+            "invocation_id": self.result["invocation_id"], "main_pid": self.result.get("main_pid"),
+            "n_restarts": self.result.get("n_restarts"), "verified_at": round(self.wall(), 3),
+            "verified_by": self.result.get("action"), "hicache": self.result.get("hicache"),
+            "kv_cache": self.result.get("kv_cache"), "ready_line": self.result.get("ready_line"),
+            "timeline": self.result.get("timeline"), "matched": self.result.get("matched"),
+            "stop": self.result.get("stop"),
+        }
+        try:
+            path = self.state_store.write(self.unit, record)
+            self.result["state_file"] = {"path": path, "written": True}
+        except (IOError, OSError) as exc:
+            self.result["state_file"] = {"path": self.state_store.path(self.unit), "written": False,
+                                         "error": str(exc)}
+
+    def hicache_summary(self, expected):
+        facts = self.facts
+        ratio = facts.get("hicache_ratio")
+        size = facts.get("hicache_size")
+        if not ratio and not size and self.hicache_on():
+            ratio = 2.0  # SGLang 0.5.9's default --hicache-ratio
+        return self.watch.hicache_summary(expected, ratio=ratio, size_gb=size, page_size=facts.get("page_size") or 1)
 
     def timeline(self):
         total = round(self.elapsed(), 3)
@@ -200,10 +351,19 @@ class ServiceRunner(object):
         if st.load_state == "not-found":
             self.fail("unit %s not found (LoadState=not-found)" % self.unit)
         facts = exec_start_facts(st.exec_start)
+        self.facts = facts
+        self.secrets.extend(value for value in (facts.get("api_key"), facts.get("admin_api_key")) if value)
         if self.hicache is None:
             self.hicache = facts["hicache"]
         if self.ranks is None:
-            self.ranks = facts["tp"] or 1
+            self.ranks = scheduler_count(facts)
+        if (facts.get("log_level") or "").lower() in QUIET_LOG_LEVELS:
+            facts["quiet"] = True
+            self.notices.append(
+                "ExecStart has --log-level %s: SGLang does not print the info lines (ready line, KV pool, HiCache "
+                "allocation) at that level; readiness is proven with %s instead, and HiCache per rank cannot be "
+                "checked" % (facts["log_level"], "HTTP 200 from health_url and /get_server_info"
+                             if self.health_url else "the unit state only (set health_url)"))
         self.result["previous_invocation_id"] = st.invocation_id or None
         self.result["before"] = st.as_dict()
         self.note_state(st)
@@ -213,21 +373,37 @@ class ServiceRunner(object):
         self.result["action"] = plan
         if plan in ("restart", "start", "start_after_stop"):
             self.result["changed"] = True
+        if st.need_daemon_reload:
+            self.result["need_daemon_reload"] = True
         if self.check_mode:
             if plan == "none":
                 return self.follow(st, st.invocation_id, baseline=st.n_restarts, expect_new=False)
-            self.result["msg"] = "check mode: would %s %s (now %s)" % (
-                {"restart": "restart", "start": "start", "start_after_stop": "wait for the stop, then start",
+            self.result["msg"] = "check mode: would %s%s %s (now %s)" % (
+                "run daemon-reload (the unit file changed on disk), then " if st.need_daemon_reload and
+                plan != "join" else "",
+                {"restart": "restart", "start": "start", "start_after_stop": "queue a start behind the stop in flight",
                  "join": "wait for the %s job in flight" % (job_type or "stop")}[plan], self.unit, st.describe())
             return None
+        if st.need_daemon_reload and plan in ("restart", "start", "start_after_stop"):
+            # The unit file changed on disk: a restart now would run the OLD definition. Reload first, say so.
+            self.systemctl.daemon_reload()
+            self.result["daemon_reload"] = True
+            self.notices.append("the unit file of %s changed on disk (NeedDaemonReload=yes): ran systemctl "
+                                "daemon-reload before the %s" % (self.unit, plan.replace("_", " ")))
+        if plan in ("restart", "join", "start_after_stop") and st.invocation_id:
+            self.old_invocation = st.invocation_id
+            self.stop_watch = {"since": self.clock() if st.active_state != "deactivating" else self.t0,
+                               "substates": set([st.sub_state]) if st.stopping else set(), "ended": None}
         if plan == "restart":
+            self.phase = "stopping (invocation %s)" % st.invocation_id
             self.systemctl.restart_no_block(self.unit)
-        elif plan == "start":
+        elif plan in ("start", "start_after_stop"):
+            # Queued at once, also behind a stop in flight: systemd runs it when the stop ends, so a module that
+            # dies now (Ctrl-C, SSH drop, its own timeout) does not leave the unit down.
             self.systemctl.start_no_block(self.unit)
         if plan == "none":
             return self.follow(st, st.invocation_id, baseline=st.n_restarts, expect_new=False)
-        return self.follow(st, st.invocation_id, baseline=st.n_restarts, expect_new=True,
-                           start_after_stop=(plan == "start_after_stop"))
+        return self.follow(st, st.invocation_id, baseline=st.n_restarts, expect_new=True)
 
     def plan(self, st, job_type):
         if self.state == "verified":
@@ -248,8 +424,45 @@ class ServiceRunner(object):
             return "none"
         return "start"
 
+    # ---- the stop of the previous invocation -----------------------------------------------------
+    def _report_stop(self):
+        """stop: {result, killed, seconds} of the invocation this task replaced (from systemd's own lines about
+        that invocation and the sub-states seen while it stopped)."""
+        if not self.old_invocation or self.stop_watch is None:
+            return
+        reader = JournalReader(self.run, self.old_invocation, self.journalctl, service_lines=False)
+        entries = reader.read(tail=200)
+        lines = [entry.message for entry in entries if entry.from_manager]
+        killed_lines = [line for line in lines if STOP_KILLED_RE.search(line)]
+        substates = sorted(self.stop_watch["substates"])
+        killed = bool(killed_lines) or any(sub in KILL_SUBSTATES for sub in substates)
+        result = None
+        for line in lines:
+            match = STOP_RESULT_RE.search(line)
+            if match:
+                result = match.group(1)
+        if result is None:
+            if any("Deactivated successfully" in line for line in lines):
+                result = "success"
+            elif any("code=killed" in line or "status=9/KILL" in line for line in lines):
+                result = "signal"
+            elif self.stop_watch["ended"] is None:
+                result = "unknown"
+            else:
+                result = "success"
+        ended = self.stop_watch["ended"]
+        seconds = round((ended if ended is not None else self.clock()) - self.stop_watch["since"], 3)
+        report = {"invocation_id": self.old_invocation, "result": result, "killed": killed, "seconds": seconds,
+                  "substates_seen": substates}
+        if killed_lines:
+            report["systemd_lines"] = killed_lines[:5]
+        self.result["stop"] = report
+        if killed and self.progress:
+            self.progress("killed: systemd ended invocation %s with SIGKILL after %.1f s (result %s)"
+                          % (self.old_invocation, seconds, result), priority=4)
+
     # ---- following one invocation ------------------------------------------------------------------
-    def follow(self, st, old_id, baseline, expect_new, start_after_stop=False):
+    def follow(self, st, old_id, baseline, expect_new):
         current = None if expect_new else old_id
         if not expect_new and not old_id:
             self.fail("unit %s has no InvocationID (%s)" % (self.unit, st.describe()))
@@ -261,6 +474,8 @@ class ServiceRunner(object):
         if current:
             self.t_new = self.t0
             self.journal = JournalReader(self.run, current, self.journalctl)
+            if self.first_read(st, current):
+                return None
         while True:
             if current is None:
                 st = self.systemctl.show(self.unit)
@@ -268,21 +483,20 @@ class ServiceRunner(object):
                 if st.invocation_id and st.invocation_id != old_id:
                     current = st.invocation_id
                     self.t_new = self.clock()
+                    if self.stop_watch is not None and self.stop_watch["ended"] is None:
+                        self.stop_watch["ended"] = self.t_new
                     self.journal = JournalReader(self.run, current, self.journalctl)
-                    self.phase = "starting"
+                    self.phase = "starting (invocation %s)" % current
                     new_state = st
                     # A manual start of a failed/inactive unit resets NRestarts: count from here.
                     baseline = st.n_restarts
                 else:
                     if st.down and not st.job_id:
-                        if start_after_stop:
-                            self.systemctl.start_no_block(self.unit)
-                            start_after_stop = False
-                            self.phase = "starting (start queued after the stop)"
-                        else:
-                            down_since = self.clock() if down_since is None else down_since
-                            if self.clock() - down_since >= NO_INVOCATION_GRACE:
-                                self.fail("the unit stopped and no new invocation started: %s" % st.describe())
+                        if self.stop_watch is not None and self.stop_watch["ended"] is None:
+                            self.stop_watch["ended"] = self.clock()
+                        down_since = self.clock() if down_since is None else down_since
+                        if self.clock() - down_since >= NO_INVOCATION_GRACE:
+                            self.fail("the unit stopped and no new invocation started: %s" % st.describe())
                     self.check_deadline()
                     self.pause()
                     continue
@@ -293,7 +507,7 @@ class ServiceRunner(object):
             self.read_journal()
             if self.watch.fatal:
                 self.settle()
-                self.fail("fatal line in invocation %s: %s" % (current, self.watch.failed_line))
+                self.fail("fatal line in invocation %s: %s" % (current, self.mask(self.watch.failed_line)))
             problem = self.unit_problem(st, current, baseline)
             if problem and st.sub_state == "auto-restart" and st.n_restarts <= baseline:
                 st = self.await_auto_restart(st, baseline)
@@ -301,14 +515,26 @@ class ServiceRunner(object):
             if problem:
                 self.settle()
                 if self.watch.fatal:
-                    self.fail("fatal line in invocation %s: %s (%s)" % (current, self.watch.failed_line, problem))
+                    self.fail("fatal line in invocation %s: %s (%s)" % (
+                        current, self.mask(self.watch.failed_line), problem))
                 self.fail(problem)
             if st.main_pid:
                 main_pid_seen = st.main_pid
             if self.watch.lines_seen and self.phase.startswith("starting"):
                 self.phase = "loading"
-            if self.watch.http_start_ts is not None and self.phase == "loading":
+            if self.phase == "loading" and self.watch.hicache:
+                self.phase = "loading (HiCache ranks seen: %d of %d)" % (len(self.watch.hicache),
+                                                                         self.expected_ranks())
+            if self.watch.http_start_ts is not None and self.phase.startswith("loading"):
                 self.phase = "warming up"
+            if self.facts.get("quiet") and st.active_state == "active" and self.health_url:
+                # --log-level warning+: no info lines to read; /health and /get_server_info decide.
+                if self.health_ok() and self.server_info_ok():
+                    self.t_ready = self.clock() if self.t_ready is None else self.t_ready
+                    self.result["main_pid"] = st.main_pid or main_pid_seen
+                    self.sources.update({"ready": "live: /health 200 and /get_server_info (log level %s)"
+                                         % self.facts.get("log_level")})
+                    return None
             if self.watch.ready_line:
                 self.check_hicache()
                 if self.health_ok():
@@ -316,6 +542,7 @@ class ServiceRunner(object):
                     if not missing:
                         self.t_ready = self.clock() if self.t_ready is None else self.t_ready
                         self.result["main_pid"] = st.main_pid or main_pid_seen
+                        self.sources.setdefault("start_up", "journal")
                         return None
                     expect_wait_from = self.clock() if expect_wait_from is None else expect_wait_from
                     self.phase = "waiting for expected lines %s" % missing
@@ -327,6 +554,83 @@ class ServiceRunner(object):
                         self.health_url, self.last_health if self.last_health is not None else "none")
             self.check_deadline()
             self.pause()
+
+    def first_read(self, st, current):
+        """First read of an invocation that began before this task: a bounded head (its start-up), and when it
+        holds more, a bounded tail. Returns True when the invocation was verified from the state file."""
+        head = self.journal.read(limit=HEAD_LIMIT)
+        scan = {"head_entries": len(head), "truncated": self.journal.truncated}
+        self._feed(head)
+        start_lines = any(entry.from_manager and not entry.dropped for entry in head) or self.watch.server_args_seen
+        if self.journal.truncated:
+            tail = self.journal.read(tail=TAIL_SCAN)
+            scan["tail_entries"] = len(tail)
+            self._feed(tail)
+        self.journal_scan = scan
+        if self.watch.ready_line or self.facts.get("quiet"):
+            return False
+        saved = self.state_store.read(self.unit) if self.state_store is not None else None
+        if saved and saved.get("error"):
+            self.notices.append(saved["error"])
+            saved = None
+        if saved and saved.get("invocation_id") == current:
+            self.verify_from_state(st, current, saved)
+            return True
+        if start_lines:
+            return False  # still starting: follow it
+        known = ""
+        if saved:
+            known = " (the state file records invocation %s, verified at %s)" % (
+                saved.get("invocation_id"), time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(saved.get("verified_at", 0))))
+        where = self.state_store.path(self.unit) if self.state_store is not None else "no state file"
+        self.fail(
+            "invocation %s of %s was never verified by this module (%s has no record of it%s) and its start-up "
+            "lines are no longer in the journal (rotated or vacuumed: the journal holds %d later lines of it, no "
+            "ready line, no start message): its start (HiCache, KV pool, ready line) cannot be proven now. Restart "
+            "it with state=restarted to prove a start, or check it by hand." % (
+                current, self.unit, where, known, self.journal.entries_read))
+        return False
+
+    def verify_from_state(self, st, current, saved):
+        """Start-up facts from the state file, the live part checked now."""
+        self.saved = saved
+        self.phase = "verifying the live state (start-up facts from the state file)"
+        self.result["invocation_id"] = current
+        self.result["state_file"] = {"path": self.state_store.path(self.unit), "written": False,
+                                     "verified_at": saved.get("verified_at")}
+        self.sources = {"start_up": "state_file (verified at %s)" % time.strftime(
+            "%Y-%m-%d %H:%M:%S UTC", time.gmtime(saved.get("verified_at") or 0)),
+            "unit": "live", "health": "live" if self.health_url else "not checked (no health_url)",
+            "fatal_scan": "journal (%d lines of this invocation held)" % self.journal.entries_read}
+        if self.watch.fatal:
+            self.fail("fatal line in invocation %s: %s" % (current, self.mask(self.watch.failed_line)))
+        if st.active_state != "active":
+            self.fail("unit %s is not active: %s" % (self.unit, st.describe()))
+        if st.n_restarts != saved.get("n_restarts"):
+            self.fail("unit %s restarted since invocation %s was verified: NRestarts %s, recorded %s"
+                      % (self.unit, current, st.n_restarts, saved.get("n_restarts")))
+        if saved.get("main_pid") and st.main_pid != saved.get("main_pid"):
+            self.fail("the main process of invocation %s changed since it was verified: MainPID %s, recorded %s"
+                      % (current, st.main_pid, saved.get("main_pid")))
+        missing = [regex.pattern for regex in self.watch.expect_res
+                   if regex.pattern not in self.watch.expect_matched and regex.pattern not in (saved.get("matched") or {})]
+        if missing:
+            self.fail("these expected patterns match neither the recorded start of invocation %s nor the lines the "
+                      "journal still holds: %s" % (current, ", ".join(missing)))
+        while not self.health_ok():
+            self.phase = "verifying the live state (waiting for HTTP 200 from %s, last answer: %s)" % (
+                self.health_url, self.last_health if self.last_health is not None else "none")
+            self.check_deadline()
+            self.pause()
+        self.result["main_pid"] = st.main_pid
+
+    def _feed(self, entries):
+        for entry in entries:
+            if entry.dropped:
+                self.watch.dropped += entry.dropped
+            if entry.from_manager:
+                continue
+            self.watch.feed(entry.message, entry.realtime)
 
     def await_auto_restart(self, st, baseline):
         """A crash under Restart=: let systemd count the automatic restart (bounded), so NRestarts shows it."""
@@ -341,10 +645,7 @@ class ServiceRunner(object):
         return st
 
     def read_journal(self):
-        for entry in self.journal.read():
-            if entry.from_manager:
-                continue
-            self.watch.feed(entry.message, entry.realtime)
+        self._feed(self.journal.read())
 
     def settle(self):
         self.sleep(min(SETTLE_SECONDS, max(0.0, self.remaining())))
@@ -375,25 +676,59 @@ class ServiceRunner(object):
         if not self.hicache_on():
             return
         expected = self.expected_ranks()
-        seen = sorted(self.watch.hicache)
-        if len([rank for rank in seen if rank < expected]) >= expected:
+        seen = list(self.watch.hicache)
+        if len(seen) >= expected:
+            self.check_hicache_request()
             return
         if not self.hicache_settled:
             # Lines of other processes/streams may arrive a moment later: one more read before judging.
             self.hicache_settled = True
             self.settle()
             return self.check_hicache()
-        missing = [rank for rank in range(expected) if rank not in self.watch.hicache]
+        summary = self.hicache_summary(expected)
+        if "ranks_missing" in summary:
+            missing = ", ".join("TP%d" % rank for rank in summary["ranks_missing"])
+        else:
+            missing = "%d (ranks seen: %s)" % (summary.get("ranks_missing_count", 0), ", ".join(summary["ranks_seen"]))
         where = ""
         if self.watch.hicache_late:
-            where = "; lines after the ready line do not count (ranks %s)" % sorted(self.watch.hicache_late)
+            where = "; lines after the ready line do not count (ranks %s)" % summary.get("ranks_after_ready")
+        if self.watch.dropped:
+            where += ("; journald suppressed %d lines of this invocation (rate limit), the missing lines may be "
+                      "among them: raise RateLimitBurst= in journald.conf or the unit's LogRateLimitBurst="
+                      % self.watch.dropped)
         self.fail("HiCache not initialised in invocation %s: the ready line came with %d of %d host-allocation "
                   "lines ('Allocating ... GB host memory for hierarchical KV cache.'), ranks missing: %s%s"
-                  % (self.result["invocation_id"], len(seen), expected,
-                     ", ".join("TP%d" % rank for rank in missing), where))
+                  % (self.result["invocation_id"], len(seen), expected, missing, where))
+
+    def check_hicache_request(self):
+        check = self.hicache_summary(self.expected_ranks()).get("requested")
+        if not check or not check["off"]:
+            return
+        asked = ("--hicache-size %s" % check["hicache_size_gb"] if "hicache_size_gb" in check
+                 else "--hicache-ratio %s" % check["hicache_ratio"])
+        self.fail("HiCache host pool of invocation %s does not match %s: %s" % (
+            self.result["invocation_id"], asked, "; ".join(
+                "%s logged %.2f GB, expected %.2f GB" % (item["rank"], item["logged_gb"], item["expected_gb"])
+                for item in check["off"])))
 
     def health_ok(self):
         if not self.health_url:
             return True
         self.last_health = self.health(self.health_url, max(0.5, min(5.0, self.remaining())))
+        if self.last_health in HEALTH_FATAL:
+            self.fail("%s answered HTTP %d: this URL will never answer 200 (wrong path, or it needs an API key); "
+                      "fix health_url" % (self.health_url, self.last_health))
         return self.last_health == 200
+
+    def server_info_ok(self):
+        """With --log-level warning+: /get_server_info (same host and port as health_url) must answer 200."""
+        parts = urlsplit(self.health_url)
+        url = "%s://%s/get_server_info" % (parts.scheme, parts.netloc)
+        status = self.health(url, max(0.5, min(5.0, self.remaining())))
+        self.result["server_info_status"] = status
+        if status in (401, 403):
+            # --api-key protects it: /health 200 is what can be proven without the key.
+            self.notices.append("%s answered %s (API key): readiness rests on /health only" % (url, status))
+            return True
+        return status == 200

@@ -1,19 +1,31 @@
 # -*- coding: utf-8 -*-
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Reading a systemd unit's state with ``systemctl show`` and queueing jobs without blocking.
 
 Only ``systemctl`` is used (no D-Bus bindings), so this runs on any target with the Python standard library.
+Every call has a time limit (``run(argv, timeout=...)``); a read that fails or times out is retried, and a
+queueing command is retried only on errors that prove nothing was queued (no connection to the manager).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
+import time
 
 SHOW_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "NRestarts", "Result",
-    "ExecStart", "Job", "ExecMainCode", "ExecMainStatus", "Restart", "RestartUSec",
+    "ExecStart", "Job", "ExecMainCode", "ExecMainStatus", "Restart", "RestartUSec", "NeedDaemonReload",
+    "TimeoutStopUSec",
 )
+
+SYSTEMCTL_TIMEOUT = 30.0
+READ_ATTEMPTS = 3
+RETRY_PAUSE = 0.5
+# Errors after which nothing was queued: safe to send the same job again.
+TRANSIENT_RE = re.compile(r"Failed to connect to bus|Transport endpoint is not connected|Connection timed out|"
+                          r"Resource temporarily unavailable|Connection reset by peer|Failed to get D-Bus connection",
+                          re.I)
 
 # Job types that already lead to a stop of the running invocation: wait for them, queue nothing.
 STOP_JOB_TYPES = ("stop", "restart", "try-restart", "reload-or-restart", "try-reload-or-restart")
@@ -60,21 +72,55 @@ def parse_exec_start(value):
         return text.split()
 
 
+_INT_FLAGS = {
+    "--tp": "tp", "--tp-size": "tp", "--tensor-parallel-size": "tp",
+    "--pp": "pp", "--pp-size": "pp", "--pipeline-parallel-size": "pp",
+    "--dp": "dp", "--dp-size": "dp", "--data-parallel-size": "dp",
+    "--page-size": "page_size",
+}
+_FLOAT_FLAGS = {"--hicache-ratio": "hicache_ratio", "--hicache-size": "hicache_size"}
+_STR_FLAGS = {"--log-level": "log_level", "--api-key": "api_key", "--admin-api-key": "admin_api_key",
+              "--host": "host", "--port": "port"}
+
+
 def exec_start_facts(argv):
-    """What the server's command line says: HiCache on or off, and the tensor-parallel size."""
-    tp = None
-    hicache = False
+    """What the server's command line says: HiCache on or off, its ratio/size, the parallel sizes, the log level,
+    the API keys (to mask them in every returned line) and the listening address."""
+    facts = {"hicache": False, "tp": None, "pp": None, "dp": None, "dp_attention": False, "page_size": None,
+             "hicache_ratio": None, "hicache_size": None, "log_level": None, "api_key": None,
+             "admin_api_key": None, "host": None, "port": None}
     for index, arg in enumerate(argv):
         flag, sep, inline = arg.partition("=")
+        raw = inline if sep else (argv[index + 1] if index + 1 < len(argv) else "")
         if flag == "--enable-hierarchical-cache":
-            hicache = True
-        elif flag in ("--tp", "--tp-size", "--tensor-parallel-size"):
-            raw = inline if sep else (argv[index + 1] if index + 1 < len(argv) else "")
+            facts["hicache"] = True
+        elif flag == "--enable-dp-attention":
+            facts["dp_attention"] = True
+        elif flag in _INT_FLAGS:
             try:
-                tp = int(raw)
+                facts[_INT_FLAGS[flag]] = int(raw)
             except ValueError:
-                tp = None
-    return {"hicache": hicache, "tp": tp}
+                facts[_INT_FLAGS[flag]] = None
+        elif flag in _FLOAT_FLAGS:
+            try:
+                facts[_FLOAT_FLAGS[flag]] = float(raw)
+            except ValueError:
+                facts[_FLOAT_FLAGS[flag]] = None
+        elif flag in _STR_FLAGS:
+            facts[_STR_FLAGS[flag]] = raw
+    return facts
+
+
+def scheduler_count(facts):
+    """How many scheduler processes (each prints its own HiCache line) SGLang 0.5.9 starts for this command
+    line: tp x pp, times dp when data parallelism runs whole replicas (no --enable-dp-attention)."""
+    tp = facts.get("tp") or 1
+    pp = facts.get("pp") or 1
+    dp = facts.get("dp") or 1
+    count = tp * pp
+    if dp > 1 and not facts.get("dp_attention"):
+        count *= dp
+    return count
 
 
 _TIMESPAN_UNITS = {
@@ -124,6 +170,8 @@ class UnitState(object):
         self.exec_main_status = props.get("ExecMainStatus", "")
         self.restart = props.get("Restart", "")
         self.restart_sec = parse_timespan(props.get("RestartUSec", ""))
+        self.need_daemon_reload = props.get("NeedDaemonReload", "") == "yes"
+        self.timeout_stop_sec = parse_timespan(props.get("TimeoutStopUSec", ""))
 
     @property
     def running(self):
@@ -153,23 +201,39 @@ class UnitState(object):
 
 
 class Systemctl(object):
-    """Thin wrapper; ``run(argv) -> (rc, stdout, stderr)`` (AnsibleModule.run_command in the module)."""
+    """Thin wrapper; ``run(argv, timeout=...) -> (rc, stdout, stderr)`` (rc 124: timed out)."""
 
-    def __init__(self, run, systemctl="systemctl"):
+    def __init__(self, run, systemctl="systemctl", sleep=time.sleep, timeout=SYSTEMCTL_TIMEOUT):
         self.run = run
         self.bin = systemctl
+        self.sleep = sleep
+        self.timeout = timeout
         self.commands = []  # every state-changing command issued, for tests and the result
+        self.retries = 0    # transient errors retried
+
+    def _read(self, argv):
+        """A read-only call: retried when it fails or times out."""
+        answer = (1, "", "")
+        for attempt in range(READ_ATTEMPTS):
+            if attempt:
+                self.retries += 1
+                self.sleep(RETRY_PAUSE * attempt)
+            answer = self.run(argv, timeout=self.timeout)
+            if answer[0] == 0:
+                return answer
+        return answer
 
     def show(self, unit):
         argv = [self.bin, "show", unit, "--property=" + ",".join(SHOW_PROPERTIES)]
-        rc, out, err = self.run(argv)
+        rc, out, err = self._read(argv)[:3]
         if rc != 0:
-            raise SystemdError("systemctl show %s failed (rc=%s): %s" % (unit, rc, (err or out).strip()))
+            raise SystemdError("systemctl show %s failed %d times (rc=%s): %s"
+                               % (unit, READ_ATTEMPTS, rc, (err or out).strip()))
         return UnitState(parse_show(out))
 
     def job_type(self, unit, job_id):
         """The type of the queued job (``restart``, ``stop``, ``start``...), '' when it is gone."""
-        rc, out, _err = self.run([self.bin, "list-jobs", "--no-legend", "--full", "--plain", unit])
+        rc, out, _err = self._read([self.bin, "list-jobs", "--no-legend", "--full", "--plain", unit])[:3]
         if rc != 0:
             return ""
         for line in out.splitlines():
@@ -178,16 +242,28 @@ class Systemctl(object):
                 return fields[2]
         return ""
 
-    def _queue(self, verb, unit):
-        argv = [self.bin, verb, "--no-block", unit]
+    def _change(self, argv, what):
         self.commands.append(" ".join(argv))
-        rc, out, err = self.run(argv)
+        answer = (1, "", "")
+        for attempt in range(READ_ATTEMPTS):
+            if attempt:
+                self.retries += 1
+                self.sleep(RETRY_PAUSE * attempt)
+            answer = self.run(argv, timeout=self.timeout)
+            if answer[0] == 0 or not TRANSIENT_RE.search(answer[2] or answer[1] or ""):
+                break
+        rc, out, err = answer[:3]
         if rc != 0:
-            raise SystemdError("systemctl %s --no-block %s failed (rc=%s): %s"
-                               % (verb, unit, rc, (err or out).strip()))
+            raise SystemdError("%s failed (rc=%s): %s" % (what, rc, (err or out).strip()))
+
+    def _queue(self, verb, unit):
+        self._change([self.bin, verb, "--no-block", unit], "systemctl %s --no-block %s" % (verb, unit))
 
     def restart_no_block(self, unit):
         self._queue("restart", unit)
 
     def start_no_block(self, unit):
         self._queue("start", unit)
+
+    def daemon_reload(self):
+        self._change([self.bin, "daemon-reload"], "systemctl daemon-reload")

@@ -91,19 +91,19 @@ options:
       - Seconds between two readings of the unit state, the journal and O(health_url).
     type: float
     default: 0.5
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
 attributes:
   check_mode:
     support: full
-    description:
+    details:
       - Nothing is queued; the result says what would be done. V(verified) (and V(started) on an active unit)
         verify as usual, since verifying only reads.
   diff_mode:
     support: none
-    description: Reports only; there is nothing to diff.
+    details: Reports only; there is nothing to diff.
   platform:
-    support: full
-    platforms: posix
-    description: Linux hosts with systemd (tested with systemd 252 on Debian 12) and journald.
+    details: Linux hosts with systemd (tested with systemd 252 on Debian 12) and journald.
 notes:
   - Needs systemd (tested with systemd 252, Debian 12) and a persistent or volatile journal.
   - When C(ExecStart) runs a wrapper script instead of the server, set O(hicache) and O(ranks) explicitly.
@@ -230,8 +230,11 @@ phase:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import READY_TEXT
-from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc
+from ansible_collections.gpuserve.sglang.plugins.module_utils._progress import JournalProgress, follow_command
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import READY_TEXT, compile_patterns
+from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner, check_health_url
+from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR, StateFile
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl, SystemdError, unit_name
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError
 
@@ -250,6 +253,8 @@ def main():
             fail_patterns=dict(type="list", elements="str"),
             extra_fail_patterns=dict(type="list", elements="str", default=[]),
             poll_interval=dict(type="float", default=0.5),
+            state_dir=dict(type="path", default=STATE_DIR),
+            progress=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -260,19 +265,24 @@ def main():
         module.fail_json(msg="poll_interval must be in (0, 60] seconds, got %s" % params["poll_interval"])
     if params["ranks"] is not None and params["ranks"] < 1:
         module.fail_json(msg="ranks must be at least 1, got %s" % params["ranks"])
-    if params["health_url"] and not params["health_url"].startswith(("http://", "https://")):
-        module.fail_json(msg="health_url must be an http:// or https:// URL, got %r" % params["health_url"])
+    # Every option is checked here, before the host changes (nothing below may raise on bad input).
     try:
+        check_health_url(params["health_url"])
+        compile_patterns([params["ready_pattern"]], "ready_pattern")
+        compile_patterns(params["expect"], "expect")
+        compile_patterns(params["fail_patterns"], "fail_patterns")
+        compile_patterns(params["extra_fail_patterns"], "fail_patterns")
         unit = unit_name(params["name"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
 
     env = {"LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "SYSTEMD_LESS": ""}
 
-    def run(argv):
-        return module.run_command(argv, environ_update=env)
+    def run(argv, timeout=_proc.DEFAULT_TIMEOUT, max_lines=None):
+        return _proc.run(argv, timeout=timeout, max_lines=max_lines, env=env)
 
     systemctl = Systemctl(run, module.get_bin_path("systemctl", required=True))
+    progress = JournalProgress(unit) if params["progress"] else None
     try:
         runner = ServiceRunner(
             systemctl, run, unit, state=params["state"], timeout=params["timeout"], health_url=params["health_url"],
@@ -280,13 +290,17 @@ def main():
             expect=params["expect"], fail_patterns=params["fail_patterns"],
             extra_fail_patterns=params["extra_fail_patterns"], poll_interval=params["poll_interval"],
             check_mode=module.check_mode, journalctl=module.get_bin_path("journalctl", required=True),
+            state_store=StateFile(params["state_dir"]), progress=progress,
         )
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     try:
         ok, result = runner.execute()
-    except (SystemdError, JournalError) as exc:
+    except (SystemdError, JournalError) as exc:  # execute() catches these; kept as a last guard
         module.fail_json(msg=str(exc), changed=bool(systemctl.commands), commands=list(systemctl.commands))
+    result["progress_command"] = follow_command() if progress else None
+    for notice in result.get("notices", []):
+        module.warn(notice)
     if ok:
         module.exit_json(**result)
     module.fail_json(**result)

@@ -48,7 +48,7 @@ class FakeJournalctl(object):
         self.entries = entries
         self.calls = []
 
-    def __call__(self, argv):
+    def __call__(self, argv, **_kw):
         self.calls.append(argv)
         after = [a.split("=", 1)[1] for a in argv if a.startswith("--after-cursor=")]
         inv = [a.split("=", 1)[1] for a in argv if a.startswith("_SYSTEMD_INVOCATION_ID=")][0]
@@ -73,8 +73,10 @@ def test_reader_is_incremental_and_filters_by_invocation():
     assert [e.message for e in first][1].endswith("server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5')")
     assert all("old run" not in e.message for e in first)
     argv = fake.calls[0]
-    assert argv[:5] == ["/usr/bin/journalctl", "--no-pager", "--quiet", "-o", "json"]
-    assert argv[-3:] == ["_SYSTEMD_INVOCATION_ID=" + INV, "+", "INVOCATION_ID=" + INV]
+    # --all: SGLang's server_args line is over 4 KiB and would be null without it
+    assert argv[:6] == ["/usr/bin/journalctl", "--no-pager", "--quiet", "--all", "-o", "json"]
+    assert argv[-5:] == ["_SYSTEMD_INVOCATION_ID=" + INV, "+", "INVOCATION_ID=" + INV, "+",
+                         "OBJECT_SYSTEMD_INVOCATION_ID=" + INV]
     assert not any(a.startswith("--after-cursor") for a in argv)
     # nothing new: the second read starts after the last cursor and returns nothing
     assert reader.read() == []
@@ -94,7 +96,45 @@ def test_tail_keeps_the_last_fifty():
 
 def test_errors():
     with pytest.raises(ValueError):
-        jr.JournalReader(lambda argv: (0, "", ""), "")
-    reader = jr.JournalReader(lambda argv: (1, "", "Failed to seek to cursor"), INV)
+        jr.JournalReader(lambda argv, **_kw: (0, "", ""), "")
+    reader = jr.JournalReader(lambda argv, **_kw: (1, "", "Failed to seek to cursor"), INV)
     with pytest.raises(jr.JournalError, match="Failed to seek"):
         reader.read()
+
+
+def test_records_split_only_on_newline_and_u2028_is_kept():
+    """Old code split with str.splitlines(): a U+2028 inside a MESSAGE cut the JSON record and dropped the line."""
+    line = json.dumps({"MESSAGE": "[2026-11-29 17:54:36 TP0] prompt a\u2028b: Allocating 22.39 GB host memory for "
+                                  "hierarchical KV cache.", "__CURSOR": "c1", "_SYSTEMD_INVOCATION_ID": INV},
+                      ensure_ascii=False)
+    entries = jr.parse_json_lines(line + "\n")
+    assert len(entries) == 1 and "\u2028" in entries[0].message
+
+
+def test_journald_suppressed_messages_are_counted():
+    """journald's rate limit: 'Suppressed N messages from x.service' carries OBJECT_SYSTEMD_INVOCATION_ID."""
+    line = json.dumps({"MESSAGE": "Suppressed 1234 messages from sglang-kimi.service", "N_DROPPED": "1234",
+                       "OBJECT_SYSTEMD_INVOCATION_ID": INV, "_PID": "54", "SYSLOG_IDENTIFIER": "systemd-journald",
+                       "__CURSOR": "c1"})
+    entries = jr.parse_json_lines(line + "\n")
+    assert entries[0].dropped == 1234 and entries[0].from_manager is True
+
+
+def test_bounded_read_and_tail_read():
+    entries = [{"MESSAGE": "line %d" % i, "__CURSOR": "c%d" % i, "_SYSTEMD_INVOCATION_ID": INV} for i in range(100)]
+    fake = FakeJournalctl(entries)
+
+    def capped(argv, max_lines=None, **_kw):
+        rc, out, err = fake(argv)
+        lines = out.split("\n")
+        tail = [int(a.split("=", 1)[1]) for a in argv if a.startswith("--lines=")]
+        if tail:
+            lines = lines[-tail[0]:]
+        return rc, "\n".join(lines[:max_lines] if max_lines else lines), err
+    reader = jr.JournalReader(capped, INV)
+    head = reader.read(limit=10)
+    assert [e.message for e in head][-1] == "line 9" and reader.truncated
+    tail = reader.read(tail=5)
+    assert [e.message for e in tail] == ["line %d" % i for i in range(95, 100)]
+    assert "--lines=5" in fake.calls[-1]
+    assert reader.read() == []          # continues after the tail

@@ -6,10 +6,13 @@ a crash under Restart=on-failure goes through auto-restart and NRestarts grows; 
 _SYSTEMD_INVOCATION_ID and cursor. The log lines are SGLang 0.5.9's real texts.
 """
 import json
+import os
 
 import pytest
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc as sr_proc
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _service_runner as sr
+from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import StateFile
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl
 
 STAMP = "2026-11-29 17:54:36"
@@ -27,7 +30,7 @@ def server_script(tp=8, hicache_ranks=None, ready=True, fatal=None, exit_at=None
         lines.append((1.5, fatal))
         lines.append((1.6, "[%s] Received sigquit from a child process. It usually means the child failed." % STAMP))
     for rank in (range(tp) if hicache_ranks is None else hicache_ranks):
-        lines.append((load - 0.5, "[%s TP%d] Allocating 20.85 GB host memory for hierarchical KV cache."
+        lines.append((load - 0.5, "[%s TP%d] Allocating 22.39 GB host memory for hierarchical KV cache."
                       % (STAMP, rank)))
     lines.append((load, "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"))
     if ready:
@@ -39,10 +42,13 @@ class FakeHost(object):
     """systemd + journald + the server's /health, on a fake clock."""
 
     def __init__(self, scripts, drain=0.0, active=True, restart_policy="no", restart_sec=1.0, health=None,
+                 timeout_stop=None,
                  exec_start="/opt/sglang/venv/bin/python -m sglang.launch_server --tp 8 --enable-hierarchical-cache"):
         self.now = 0.0
         self.scripts = list(scripts)      # one script per invocation to come (the first is the running one)
         self.drain = drain
+        self.timeout_stop = timeout_stop  # TimeoutStopSec: a longer drain ends with systemd's SIGKILL
+        self.kill_at = None
         self.restart_policy = restart_policy
         self.restart_sec = restart_sec
         self.health_fn = health or (lambda inv_age: 200)
@@ -54,6 +60,7 @@ class FakeHost(object):
         self.pending = None               # ("start", at) after a stop
         self.external_job = None
         self.calls = []
+        self.max_lines_seen = None
         self.show_count = 0
         self.failed = False
         self.stopped = False
@@ -84,6 +91,7 @@ class FakeHost(object):
             if self.stop_until is not None and self.now >= self.stop_until:
                 at = self.stop_until
                 self.stop_until = None
+                self.kill_at = None
                 if self.pending:
                     self.pending = None
                     self._start(at)
@@ -109,7 +117,8 @@ class FakeHost(object):
             if self.stopped:
                 state, sub = "inactive", "dead"
             elif self.stop_until is not None:
-                state, sub, pid, job = "deactivating", "stop-sigterm", 100 + len(self.invocations), "7"
+                sub = "stop-sigkill" if self.kill_at is not None and self.now >= self.kill_at else "stop-sigterm"
+                state, pid, job = "deactivating", 100 + len(self.invocations), "7"
             elif script["exit_at"] is not None and self.now >= start + script["exit_at"]:
                 if self.restart_policy == "on-failure":
                     state, sub = "activating", "auto-restart"
@@ -128,7 +137,7 @@ class FakeHost(object):
                 "ExecMainCode": "1", "ExecMainStatus": "1", "Restart": self.restart_policy,
                 "RestartUSec": "%gs" % self.restart_sec}
 
-    def run(self, argv):
+    def run(self, argv, timeout=None, max_lines=None):
         self.calls.append(argv)
         cmd = argv[0].rsplit("/", 1)[-1]
         if cmd == "systemctl" and argv[1] == "show":
@@ -141,16 +150,33 @@ class FakeHost(object):
             return 0, "", ""
         if cmd == "systemctl" and argv[1] == "start":
             self.advance()
-            self._start(self.now + 0.1)
+            if self.stop_until is not None:
+                self.pending = ("start", None)   # systemd: a start queued behind a stop runs when the stop ends
+                self.external_job = None
+            else:
+                self._start(self.now + 0.1)
             return 0, "", ""
         if cmd == "journalctl":
-            return 0, self.journalctl(argv), ""
+            text = self.journalctl(argv)
+            if max_lines is not None and text.count("\n") + 1 > max_lines:
+                return sr_proc.RunResult(0, "\n".join(text.split("\n")[:max_lines]), "", truncated=True)
+            return 0, text, ""
         raise AssertionError("unexpected command %r" % argv)
 
     def restart(self):
         self.advance()
         if self.current() and self.props()["ActiveState"] == "active":
             self.stop_until = self.now + self.drain
+            if self.timeout_stop is not None and self.drain > self.timeout_stop:
+                # systemd 252's own lines about the invocation it kills (INVOCATION_ID of that invocation)
+                self.kill_at = self.now + self.timeout_stop
+                self.stop_until = self.kill_at + 0.2
+                inv = self.current()[0]
+                for offset, text in ((0.0, "sglang-kimi.service: State 'stop-sigterm' timed out. Killing."),
+                                     (0.0, "sglang-kimi.service: Killing process 101 (python3) with signal SIGKILL."),
+                                     (0.1, "sglang-kimi.service: Main process exited, code=killed, status=9/KILL"),
+                                     (0.2, "sglang-kimi.service: Failed with result 'timeout'.")):
+                    self.journal.append({"MESSAGE": text, "INVOCATION_ID": inv, "_t": self.kill_at + offset})
             self.journal.append({"MESSAGE": "[%s] SIGTERM received. signum=15 frame=None. Draining requests and "
                                             "shutting down..." % STAMP,
                                  "_SYSTEMD_INVOCATION_ID": self.current()[0], "_t": self.now})
@@ -160,19 +186,28 @@ class FakeHost(object):
 
     def journalctl(self, argv):
         self.advance()
-        inv = [a.split("=", 1)[1] for a in argv if a.startswith("_SYSTEMD_INVOCATION_ID=")][0]
+        inv = [a.split("=", 1)[1] for a in argv if "INVOCATION_ID=" in a][0]
+        service = any(a.startswith("_SYSTEMD_INVOCATION_ID=") for a in argv)
+        manager = any(a.startswith("INVOCATION_ID=") for a in argv)
         after = [a.split("=", 1)[1] for a in argv if a.startswith("--after-cursor=")]
+        lines = [int(a.split("=", 1)[1]) for a in argv if a.startswith("--lines=")]
         visible = sorted((e for e in self.journal if e["_t"] <= self.now), key=lambda e: e["_t"])
         out = []
         for index, entry in enumerate(visible):
             cursor = "i=%d" % index
             if after and index <= int(after[0][2:]):
                 continue
-            if entry.get("_SYSTEMD_INVOCATION_ID") == inv or entry.get("INVOCATION_ID") == inv:
+            if ((service and entry.get("_SYSTEMD_INVOCATION_ID") == inv) or
+                    (manager and entry.get("INVOCATION_ID") == inv) or
+                    (manager and entry.get("OBJECT_SYSTEMD_INVOCATION_ID") == inv)):
                 data = dict((k, v) for k, v in entry.items() if k != "_t")
                 data["__CURSOR"] = cursor
                 data["__REALTIME_TIMESTAMP"] = str(int((WALL0 + entry["_t"]) * 1e6))
                 out.append(json.dumps(data))
+        if lines:
+            out = out[-lines[0]:]
+        if self.max_lines_seen is not None:
+            self.max_lines_seen.append(len(out))
         return "\n".join(out)
 
     # -- clock and health --
@@ -195,6 +230,11 @@ class FakeHost(object):
         return [a for a in self.calls if a[0].endswith("systemctl") and a[1] in ("restart", "start", "stop")]
 
 
+    def vacuum(self):
+        """journalctl --rotate && journalctl --vacuum-time=1s: every line written so far is gone."""
+        self.journal = [entry for entry in self.journal if entry["_t"] > self.now]
+
+
 def runner(host, **kw):
     kw.setdefault("timeout", 1800)
     return sr.ServiceRunner(Systemctl(host.run, "/usr/bin/systemctl"), host.run, "sglang-kimi.service",
@@ -214,7 +254,7 @@ def test_restart_rides_through_a_slow_drain_with_one_restart():
     assert res["timeline"]["loading"] == pytest.approx(2.8, abs=0.1)
     assert res["timeline"]["warming_up"] == pytest.approx(1.0, abs=0.6)
     assert res["hicache"]["ranks_seen"] == list(range(8))
-    assert res["hicache"]["host_pool_gb_total"] == pytest.approx(166.8)
+    assert res["hicache"]["host_pool_gb_total"] == pytest.approx(179.12)
     assert res["kv_cache"]["tokens_per_rank"] == 159277
     assert res["ready_line"] == READY
     # detection: returned within one poll interval of the ready line
@@ -233,22 +273,29 @@ def test_restart_joins_a_restart_already_in_flight():
     assert res["invocation_id"] == "%032x" % 2
 
 
-def test_restart_while_a_stop_drains_waits_then_starts_once():
+@pytest.mark.parametrize("state", ["restarted", "started"])
+def test_start_is_queued_at_once_behind_a_stop_in_flight(state):
+    """A module that dies while the stop drains must not leave the unit down: the start is queued in systemd
+    at once (old code waited for the stop to end before sending it)."""
     host = FakeHost([server_script(), server_script()], drain=8.0)
     host.restart()
     host.pending = None                 # a plain stop: nothing starts afterwards
     host.external_job = "stop"
     host.now = 0.5
+    sent_at = []
+    original_run = host.run
 
-    def clear_job(seconds, original=host.sleep):
-        original(seconds)
-        if host.now >= 8.0:
-            host.external_job = None
-    host.sleep = clear_job
-    ok, res = runner(host, state="restarted").execute()
+    def run(argv, **kw):
+        if argv[0].endswith("systemctl") and argv[1] == "start":
+            sent_at.append(host.now)
+        return original_run(argv, **kw)
+    host.run = run
+    ok, res = runner(host, state=state).execute()
     assert ok, res.get("msg")
     assert [c[1] for c in host.commands()] == ["start"]
     assert res["action"] == "start_after_stop"
+    assert sent_at == [0.5]             # at once, not after the 8 s drain
+    assert res["invocation_id"] == "%032x" % 2
 
 
 def test_hicache_lines_only_in_the_previous_invocation_fail():
@@ -259,7 +306,10 @@ def test_hicache_lines_only_in_the_previous_invocation_fail():
     assert res["hicache"]["ranks_seen"] == []
     # the old invocation's lines were never read
     journal_calls = [c for c in host.calls if c[0].endswith("journalctl")]
-    assert all("_SYSTEMD_INVOCATION_ID=%032x" % 2 in c for c in journal_calls)
+    # service lines are read only for the new invocation; of the old one only systemd's messages (stop report)
+    assert all("_SYSTEMD_INVOCATION_ID=%032x" % 2 in c or "_SYSTEMD_INVOCATION_ID=%032x" % 1 not in c
+               for c in journal_calls)
+    assert not any("_SYSTEMD_INVOCATION_ID=%032x" % 1 in c for c in journal_calls)
 
 
 def test_seven_of_eight_ranks_fail_naming_the_missing_rank():
@@ -370,8 +420,8 @@ def test_expect_pattern_missing_fails_after_the_grace():
     ok, res = runner(host, state="restarted", expect=["Spec v2 is enabled"]).execute()
     assert not ok and "Spec v2 is enabled" in res["msg"]
     host = FakeHost([server_script(), server_script()])
-    ok, res = runner(host, state="restarted", expect=[r"Allocating 20\.85 GB"]).execute()
-    assert ok and r"Allocating 20\.85 GB" in res["matched"]
+    ok, res = runner(host, state="restarted", expect=[r"Allocating 22\.39 GB"]).execute()
+    assert ok and r"Allocating 22\.39 GB" in res["matched"]
 
 
 def test_extra_fail_pattern_is_added_to_the_defaults():
@@ -393,7 +443,8 @@ def test_journal_reads_are_incremental():
     host = FakeHost([server_script(), server_script()], drain=5.0)
     ok, res = runner(host, state="restarted").execute()
     assert ok
-    journal_calls = [c for c in host.calls if c[0].endswith("journalctl")]
+    journal_calls = [c for c in host.calls if c[0].endswith("journalctl") and
+                     any(a.startswith("_SYSTEMD_INVOCATION_ID=") for a in c)]
     assert len(journal_calls) > 3
     assert not any(a.startswith("--after-cursor") for a in journal_calls[0])
     assert all(any(a.startswith("--after-cursor") for a in c) for c in journal_calls[-2:])
@@ -401,3 +452,229 @@ def test_journal_reads_are_incremental():
     new_inv = "%032x" % 2
     expected = len([e for e in host.journal if new_inv in (e.get("_SYSTEMD_INVOCATION_ID"), e.get("INVOCATION_ID"))])
     assert res["journal_entries_read"] == expected
+
+
+# ---- day 200: a server whose start-up lines left the journal (issue 12) --------------------------------------
+def test_verified_after_the_journal_was_vacuumed_uses_the_state_file(tmp_path):
+    """Old code: 'timeout after 60 s while starting' on a healthy server once its start-up lines were gone."""
+    store = StateFile(str(tmp_path / "state"))
+    host = FakeHost([server_script()])
+    ok, first = runner(host, state="verified", health_url="http://x:1/health", state_store=store).execute()
+    assert ok, first.get("msg")
+    assert first["state_file"]["written"] is True
+    assert oct(os.stat(first["state_file"]["path"]).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(str(tmp_path / "state")).st_mode & 0o777) == "0o700"
+    host.now += 3600.0
+    host.vacuum()
+    ok, res = runner(host, state="verified", health_url="http://x:1/health", state_store=store,
+                     timeout=60).execute()
+    assert ok, res.get("msg")
+    assert res["changed"] is False and host.commands() == []
+    assert res["sources"]["start_up"].startswith("state_file")
+    assert res["sources"]["unit"] == "live" and res["sources"]["health"] == "live"
+    assert res["hicache"]["ranks_seen"] == list(range(8))
+    assert res["kv_cache"]["tokens_per_rank"] == 159277
+    assert res["ready_line"] == READY
+    assert res["health_status"] == 200
+    assert host.now - 3600.0 < 5          # no waiting out a timeout
+
+
+def test_vacuumed_and_never_verified_is_reported_as_such_not_as_a_timeout(tmp_path):
+    store = StateFile(str(tmp_path / "state"))
+    host = FakeHost([server_script()])
+    host.now += 3600.0
+    host.vacuum()
+    ok, res = runner(host, state="verified", state_store=store, timeout=60).execute()
+    assert not ok
+    assert "never verified" in res["msg"] and "no longer in the journal" in res["msg"]
+    assert "timeout" not in res["msg"]
+    assert host.now - 3600.0 < 1
+
+
+def test_state_file_of_another_invocation_does_not_count(tmp_path):
+    store = StateFile(str(tmp_path / "state"))
+    host = FakeHost([server_script(), server_script()], drain=1.0)
+    ok, res = runner(host, state="verified", state_store=store).execute()
+    assert ok
+    host.restart()            # someone restarts it by hand; the new invocation is never verified
+    host.now += 3600.0
+    host.props()
+    host.vacuum()
+    ok, res = runner(host, state="verified", state_store=store, timeout=60).execute()
+    assert not ok and "never verified" in res["msg"] and "%032x" % 1 in res["msg"]
+
+
+def test_state_file_verify_fails_when_the_main_process_changed_or_fatal_text_is_held(tmp_path):
+    store = StateFile(str(tmp_path / "state"))
+    host = FakeHost([server_script()])
+    assert runner(host, state="verified", state_store=store).execute()[0]
+    host.now += 3600.0
+    host.vacuum()
+    record = store.read("sglang-kimi.service")
+    record["main_pid"] = 4242
+    store.write("sglang-kimi.service", record)
+    ok, res = runner(host, state="verified", state_store=store, timeout=60).execute()
+    assert not ok and "MainPID" in res["msg"]
+    record["main_pid"] = 201
+    store.write("sglang-kimi.service", record)
+    host.journal.append({"MESSAGE": "[%s TP3] Scheduler hit an exception: Traceback (most recent call last):" % STAMP,
+                         "_SYSTEMD_INVOCATION_ID": "%032x" % 1, "_t": host.now})
+    ok, res = runner(host, state="verified", state_store=store, timeout=60).execute()
+    assert not ok and "Scheduler hit an exception" in res["msg"]
+
+
+def test_restart_writes_the_state_file_and_check_mode_does_not(tmp_path):
+    store = StateFile(str(tmp_path / "state"))
+    host = FakeHost([server_script(), server_script()], drain=2.0)
+    ok, res = runner(host, state="verified", state_store=store, check_mode=True).execute()
+    assert ok and store.read("sglang-kimi.service") is None
+    ok, res = runner(host, state="restarted", state_store=store).execute()
+    assert ok, res.get("msg")
+    record = store.read("sglang-kimi.service")
+    assert record["invocation_id"] == res["invocation_id"] == "%032x" % 2
+    assert record["hicache"]["ranks_seen"] == list(range(8))
+    assert record["verified_by"] == "restart"
+
+
+def test_first_read_of_a_long_invocation_is_bounded(monkeypatch):
+    """Millions of request lines: the first read takes a bounded head and a bounded tail."""
+    monkeypatch.setattr(sr, "HEAD_LIMIT", 50)
+    monkeypatch.setattr(sr, "TAIL_SCAN", 20)
+    host = FakeHost([server_script()])
+    for index in range(500):
+        host.journal.append({"MESSAGE": '[%s] INFO:     127.0.0.1:5000 - "POST /generate HTTP/1.1" 200 OK' % STAMP,
+                             "_SYSTEMD_INVOCATION_ID": "%032x" % 1, "_t": -20.0 + index * 0.01})
+    ok, res = runner(host, state="verified").execute()
+    assert ok, res.get("msg")
+    assert res["journal_scan"] == {"head_entries": 50, "truncated": True, "tail_entries": 20}
+    assert res["journal_entries_read"] <= 70
+
+
+def test_stop_killed_by_systemd_is_reported_and_named_in_a_failure():
+    fatal = ("ValueError: Not enough host memory available. Requesting 22.39 GB but only have 8.12 GB free. "
+             "Please reduce the size of the hierarchical cache.")
+    host = FakeHost([server_script(), server_script(fatal=fatal, exit_at=1.7, ready=False)], drain=90.0,
+                    timeout_stop=60.0)
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert res["stop"]["killed"] is True and res["stop"]["result"] == "timeout"
+    assert res["stop"]["seconds"] == pytest.approx(60.2, abs=0.6)
+    assert "State 'stop-sigterm' timed out. Killing." in res["stop"]["systemd_lines"][0]
+    assert "previous stop: result=timeout, killed=yes" in res["msg"]
+    assert "pinned host memory" in res["msg"]
+
+
+def test_stop_that_ends_by_itself_is_not_called_killed():
+    host = FakeHost([server_script(), server_script()], drain=5.0, timeout_stop=60.0)
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert res["stop"]["killed"] is False
+    assert res["stop"]["seconds"] == pytest.approx(5.0, abs=0.6)
+
+
+# ---- never leave the server down, never crash (issue 12) -------------------------------------------------------
+@pytest.mark.parametrize("code", [401, 403, 404])
+def test_health_401_403_404_fail_at_once(code):
+    host = FakeHost([server_script(), server_script()], drain=1.0, health=lambda age: code)
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health", timeout=600).execute()
+    assert not ok
+    assert "answered HTTP %d" % code in res["msg"] and "fix health_url" in res["msg"]
+    assert host.now < 15          # not the 600 s deadline
+
+
+def test_a_non_http_listener_is_no_answer_not_a_traceback():
+    import socket
+    import threading
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def serve():
+        conn, _addr = server.accept()
+        conn.recv(1024)
+        conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+        conn.close()
+    thread = threading.Thread(target=serve)
+    thread.start()
+    assert sr.http_status("http://127.0.0.1:%d/health" % port, 2.0) is None
+    thread.join(5)
+    server.close()
+
+
+def test_an_unexpected_error_is_a_failure_with_phase_invocation_and_tail():
+    def broken(url, timeout):
+        raise RuntimeError("boom")
+    host = FakeHost([server_script(), server_script()], drain=1.0)
+    run = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health")
+    run.health = broken
+    ok, res = run.execute()
+    assert not ok
+    assert "unexpected error while warming up" in res["msg"] and "RuntimeError: boom" in res["msg"]
+    assert res["phase"].startswith("warming up")
+    assert res["invocation_id"] == "%032x" % 2 and res["journal_tail"]
+    assert "Traceback" in res["exception"]
+
+
+def test_need_daemon_reload_reloads_first_and_says_so():
+    host = FakeHost([server_script(), server_script()], drain=1.0)
+    original_props = host.props
+    host.props = lambda: dict(original_props(), NeedDaemonReload="yes" if not host_reloaded else "no")
+    host_reloaded = []
+    original_run = host.run
+
+    def run(argv, **kw):
+        if argv[0].endswith("systemctl") and argv[1] == "daemon-reload":
+            host_reloaded.append(True)
+            host.calls.append(argv)
+            return 0, "", ""
+        return original_run(argv, **kw)
+    host.run = run
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert res["commands"][:2] == ["/usr/bin/systemctl daemon-reload",
+                                   "/usr/bin/systemctl restart --no-block sglang-kimi.service"]
+    assert res["daemon_reload"] is True
+    assert any("NeedDaemonReload=yes" in notice for notice in res["notices"])
+
+
+def test_transient_systemctl_errors_are_retried_and_hung_calls_time_out():
+    host = FakeHost([server_script()])
+    original_run = host.run
+    failures = [(1, "", "Failed to connect to bus: Connection refused"), (124, "", "systemctl timed out after 30 s")]
+    timeouts = []
+
+    def flaky(argv, **kw):
+        timeouts.append(kw.get("timeout"))
+        if argv[0].endswith("systemctl") and failures:
+            return failures.pop(0)
+        return original_run(argv, **kw)
+    host.run = flaky
+    ok, res = runner(host, state="verified").execute()
+    assert ok, res.get("msg")
+    assert res["systemctl_retries"] == 2
+    assert all(timeout for timeout in timeouts)      # every call has a time limit
+
+
+def test_proc_run_times_out_and_caps_lines():
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc
+    rc, _out, err = _proc.run(["sleep", "5"], timeout=0.3)
+    assert rc == 124 and "timed out" in err
+    answer = _proc.run(["seq", "1", "1000000"], timeout=10, max_lines=5)
+    assert answer[1].split() == ["1", "2", "3", "4", "5"] and answer.truncated
+
+
+def test_secrets_are_masked_in_every_returned_line():
+    fatal = "ValueError: Not enough host memory available. Requesting 22.39 GB but only have 8.12 GB free."
+    script = server_script(fatal=fatal, exit_at=1.7, ready=False)
+    script["lines"].insert(0, (0.1, "[%s] server_args=ServerArgs(api_key='sk-live-123', admin_api_key='adm-9')"
+                                    % STAMP))
+    script["lines"].insert(1, (0.15, "[%s TP0] Unauthorized key sk-live-123 Not enough host memory available. "
+                                     "Requesting 1 GB but only have 0 GB free" % STAMP))
+    host = FakeHost([server_script(), script], drain=1.0,
+                    exec_start="/venv/bin/python -m sglang.launch_server --tp 8 --api-key sk-live-123")
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    text = json.dumps(res)
+    assert "sk-live-123" not in text and "adm-9" not in text
+    assert "********" in res["msg"]

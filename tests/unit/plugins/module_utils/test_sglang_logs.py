@@ -50,6 +50,8 @@ def test_parse_line_rank_and_main_process():
         None, "The server is fired up and ready to roll!")
     # data-parallel attention adds more tags; the TP rank is still found
     assert logs.parse_line("[2026-11-29 17:54:36 DP1 TP3 EP3] x")[0] == 3
+    assert logs.parse_tagged("[2026-11-29 17:54:36 DP1 TP3 EP3] x")[0] == "DP1 TP3 EP3"
+    assert logs.parse_tagged("[2026-11-29 17:54:36] x")[0] == ""
     assert logs.parse_line("INFO:     Started server process [4242]") == (None, "INFO:     Started server process [4242]")
 
 
@@ -188,3 +190,100 @@ def test_bad_regex_is_rejected_with_its_name():
 def test_ready_pattern_default_is_the_real_text():
     assert re.search(logs.READY_PATTERN, "[2026-11-29 17:54:37] The server is fired up and ready to roll!")
     assert not re.search(logs.READY_PATTERN, "The server is fired up and ready to rollX")
+
+
+# ---- issue 12: every prefix SGLang 0.5.9's scheduler can print (managers/scheduler.py ~3080) -------------------
+def scheduler_prefix(dp=None, pp=None, attn_cp=None, moe_dp=None, tp=None, ep=None):
+    """run_scheduler_process's prefix, built as SGLang 0.5.9 builds it (each tag only when its size > 1)."""
+    prefix = ""
+    if dp is not None:
+        prefix += " DP%d" % dp
+    if pp is not None:
+        prefix += " PP%d" % pp
+    if attn_cp is not None:
+        prefix += " ATTN_CP%d" % attn_cp
+    if moe_dp is not None:
+        prefix += " MOE_DP%d" % moe_dp
+    if tp is not None:
+        prefix += " TP%d" % tp
+    if ep is not None:
+        prefix += " EP%d" % ep
+    return prefix
+
+
+@pytest.mark.parametrize("sizes", [
+    {},                                            # tp 1: no tag at all
+    {"tp": 8},
+    {"dp": 2, "tp": 4},
+    {"tp": 8, "ep": 8},
+    {"dp": 8, "tp": 8, "ep": 8},                   # DP attention: DPd TPt EPe
+    {"pp": 2, "tp": 4},
+    {"attn_cp": 2, "tp": 4},
+    {"moe_dp": 2, "tp": 4, "ep": 4},
+    {"dp": 2, "pp": 2, "attn_cp": 2, "moe_dp": 2, "tp": 2, "ep": 2},
+])
+@pytest.mark.parametrize("log_ms", [False, True])   # SGLANG_LOG_MS=1 adds .%(msecs)03d (utils/common.py ~1227)
+def test_every_rank_prefix_combination_counts_each_scheduler_once(sizes, log_ms):
+    """Old code put every rank of these formats under TP0: a healthy start failed as '1 of N ranks'."""
+    import itertools
+    names = ["dp", "pp", "attn_cp", "moe_dp", "tp", "ep"]
+    present = [name for name in names if name in sizes]
+    combos = list(itertools.product(*[range(sizes[name]) for name in present])) or [()]
+    # ep and moe_dp ranks follow tp in SGLang; here every combination is its own scheduler for the count
+    stamp = STAMP + (".123" if log_ms else "")
+    watch = logs.LogWatch()
+    for combo in combos:
+        prefix = scheduler_prefix(**dict(zip(present, combo)))
+        watch.feed("[%s%s] KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB" % (stamp, prefix))
+        watch.feed("[%s%s] Allocating 22.39 GB host memory for hierarchical KV cache." % (stamp, prefix))
+    watch.feed("[%s] The server is fired up and ready to roll!" % stamp)
+    summary = watch.hicache_summary(len(combos), ratio=2.0)
+    assert len(summary["ranks_seen"]) == len(combos)
+    assert summary.get("ranks_missing", []) == [] and summary.get("ranks_missing_count", 0) == 0
+    assert summary["requested"]["off"] == []
+    assert watch.ready_line is not None
+    if set(present) <= {"tp"}:
+        assert summary["ranks_seen"] == list(range(len(combos)))
+
+
+def test_log_ms_stamp_and_prefix_parse():
+    assert logs.parse_tagged("[2026-11-29 17:54:36.042 DP1 PP0 ATTN_CP1 MOE_DP0 TP3 EP3] x") == (
+        "DP1 PP0 ATTN_CP1 MOE_DP0 TP3 EP3", "x")
+    assert logs.line_stamp("[2026-11-29 17:54:36.042 TP3] x") == "2026-11-29 17:54:36.042"
+    assert logs.line_stamp("[2026-11-29 17:54:36 TP3] x") == "2026-11-29 17:54:36.000"
+    assert logs.parse_line("[2026-11-29 17:54:36.042 ATTN_CP1 TP3] x") == (3, "x")
+
+
+def test_hicache_pool_is_checked_against_the_requested_ratio_with_min_and_max():
+    watch = logs.LogWatch()
+    for rank in range(8):
+        watch.feed("[%s TP%d] KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB" % (STAMP, rank))
+        gb = 22.39 if rank != 5 else 11.20        # rank 5 sized as ratio 1
+        watch.feed("[%s TP%d] Allocating %.2f GB host memory for hierarchical KV cache." % (STAMP, rank, gb))
+    summary = watch.hicache_summary(8, ratio=2.0)
+    assert summary["host_pool_gb_min"] == 11.20 and summary["host_pool_gb_max"] == 22.39
+    assert summary["requested"]["off"] == [{"rank": "TP5", "logged_gb": 11.2, "expected_gb": 22.38}]
+    # ratio 4 on the reference host: 44.77 GB (stand-in and SGLang's own sizing agree)
+    assert logs.expected_host_pool_gb(159277, 10.42, ratio=4.0) == pytest.approx(44.77, abs=0.03)
+    # --hicache-size 30 (GB): floor to whole tokens, one page more
+    assert logs.expected_host_pool_gb(159277, 10.42, size_gb=30) == pytest.approx(30.0, abs=0.01)
+    # page size 64 aligns up
+    assert logs.expected_host_pool_gb(1000, 1000 * 70272 / 2.0 ** 30, ratio=2.0, page_size=64) == pytest.approx(
+        2048 * 70272 / 1e9, abs=0.01)
+    # a size asked with --hicache-size is checked too
+    assert watch.hicache_vs_request(size_gb=22.39)["off"][0]["rank"] == "TP5"
+
+
+@pytest.mark.parametrize("line, secret", [
+    ("[2026-11-29 17:54:36] server_args=ServerArgs(model_path='m', api_key='sk-live-123', admin_api_key='adm-9', "
+     "port=30000)", ("sk-live-123", "adm-9")),
+    ("ExecStart=/opt/venv/bin/python -m sglang.launch_server --api-key sk-live-123 --admin-api-key=adm-9",
+     ("sk-live-123", "adm-9")),
+])
+def test_api_keys_are_masked(line, secret):
+    masked = logs.mask_secrets(line)
+    assert all(value not in masked for value in secret)
+    assert logs.MASK in masked
+    assert "api_key=None" in logs.mask_secrets("server_args=ServerArgs(api_key=None, port=1)")
+    # a known key is masked wherever it appears (a traceback quoting it)
+    assert "sk-live-123" not in logs.mask_secrets("Unauthorized: sk-live-123", ["sk-live-123"])

@@ -63,12 +63,14 @@ def test_not_found_unit():
     (["python", "--tp"], {"hicache": False, "tp": None}),
 ])
 def test_exec_start_facts(argv, expected):
-    assert sd.exec_start_facts(argv) == expected
+    facts = sd.exec_start_facts(argv)
+    assert dict((key, facts[key]) for key in expected) == expected
 
 
 def test_exec_start_facts_from_real_show_output():
     st = sd.UnitState(sd.parse_show(SHOW_DEACTIVATING))
-    assert sd.exec_start_facts(st.exec_start) == {"hicache": True, "tp": 8}
+    facts = sd.exec_start_facts(st.exec_start)
+    assert facts["hicache"] is True and facts["tp"] == 8
 
 
 @pytest.mark.parametrize("text, seconds", [
@@ -97,7 +99,7 @@ class Recorder(object):
         self.answers = answers
         self.calls = []
 
-    def __call__(self, argv):
+    def __call__(self, argv, **_kw):
         self.calls.append(argv)
         return self.answers.get(argv[1], (0, "", ""))
 

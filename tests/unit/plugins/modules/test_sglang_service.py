@@ -34,8 +34,8 @@ LINES = [
     ("[2026-11-29 17:54:48] server_args=ServerArgs(model_path='moonshotai/Kimi-K2.5', tp_size=2)", False),
     ("[2026-11-29 17:54:49 TP0] KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB", False),
     ("[2026-11-29 17:54:49 TP1] KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB", False),
-    ("[2026-11-29 17:54:50 TP0] Allocating 20.85 GB host memory for hierarchical KV cache.", False),
-    ("[2026-11-29 17:54:50 TP1] Allocating 20.85 GB host memory for hierarchical KV cache.", False),
+    ("[2026-11-29 17:54:50 TP0] Allocating 22.39 GB host memory for hierarchical KV cache.", False),
+    ("[2026-11-29 17:54:50 TP1] Allocating 22.39 GB host memory for hierarchical KV cache.", False),
     ("INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)", False),
     ("[2026-11-29 17:54:51] The server is fired up and ready to roll!", False),
 ]
@@ -72,6 +72,8 @@ def fakebin(tmp_path):
 
 def run_module(tmp_path, args, check_mode=False):
     payload = dict(args)
+    payload.setdefault("state_dir", str(tmp_path / "state"))
+    payload.setdefault("progress", False)
     if check_mode:
         payload["_ansible_check_mode"] = True
     args_file = tmp_path / "args.json"
@@ -93,7 +95,7 @@ def test_verified_reads_the_invocation_and_changes_nothing(fakebin):
     assert result["changed"] is False
     assert result["invocation_id"] == INV
     assert result["hicache"]["ranks_seen"] == [0, 1]          # --tp 2 and HiCache read from ExecStart
-    assert result["hicache"]["host_pool_gb_total"] == pytest.approx(41.7)
+    assert result["hicache"]["host_pool_gb_total"] == pytest.approx(44.78)
     assert result["ready_line"].endswith("The server is fired up and ready to roll!")
     assert not any(" restart" in c or " start " in c for c in calls(fakebin))
     assert any("journalctl" in c and "_SYSTEMD_INVOCATION_ID=" + INV in c for c in calls(fakebin))
@@ -114,6 +116,12 @@ def test_check_mode_restart_queues_nothing(fakebin):
     ({"name": "sglang-kimi", "poll_interval": 0}, "poll_interval"),
     ({"name": "sglang-kimi", "ranks": 0}, "ranks must be at least 1"),
     ({"name": "sglang-kimi", "health_url": "127.0.0.1:30000/health"}, "health_url must be an http"),
+    # issue 12: these crashed with a traceback AFTER the restart was queued
+    ({"name": "sglang-kimi", "health_url": "http://127.0.0.1:99999/health"}, "out of range"),
+    ({"name": "sglang-kimi", "health_url": "http://127.0.0.1:3o000/health"}, "not a valid URL"),
+    ({"name": "sglang-kimi", "health_url": "http://127.0.0.1:30000/he alth"}, "whitespace"),
+    ({"name": "sglang-kimi", "health_url": "http:///health"}, "has no host"),
+    ({"name": "sglang-kimi", "ready_pattern": "fired up ("}, "ready_pattern: invalid regular expression"),
     ({"name": "bad name"}, "not a unit name"),
     ({"name": "sglang-kimi", "state": "reloaded"}, "value of state must be one of"),
 ])
@@ -130,3 +138,8 @@ def test_restart_on_a_fake_host_that_never_changes_times_out_naming_the_phase(fa
     assert "timeout after 2 s while stopping" in result["msg"]
     assert [c for c in calls(fakebin) if c.startswith("systemctl restart")] == [
         "systemctl restart --no-block sglang-kimi.service"]
+
+
+def test_progress_command_is_returned(fakebin):
+    result = run_module(fakebin, {"name": "sglang-kimi", "timeout": 20, "progress": True})
+    assert result["progress_command"] == "journalctl -f -t gpuserve-sglang-service"
