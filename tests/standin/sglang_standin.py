@@ -46,6 +46,9 @@ STANDIN_FAIL (default none)            one failure mode, with SGLang's real text
     exit_early   exit status 1 right after ``server_args=...``, with no fatal text.
 STANDIN_FAIL_RANK (default 0)          the rank that fails for ``crash`` / ``cuda_oom``.
 STANDIN_FREE_HOST_GB (default 8.12)    the free host memory quoted by ``host_memory``.
+SGLANG_LOG_MS (SGLang's own variable)  ``1``: stamps with milliseconds ``[%Y-%m-%d %H:%M:%S.mmm ...]``.
+Also ``--log-level warning`` (info lines not printed), ``--enable-dp-attention --dp-size N`` and ``--ep-size N``
+(rank tags ``DPd TPt EPe`` as SGLang's scheduler prints them; none with --tp 1).
 
 Also from SGLang: ``--enable-hierarchical-cache`` with ``--disable-radix-cache`` and ``--hicache-ratio``
 <= 1 fail with SGLang's texts; ``--speculative-algorithm EAGLE/EAGLE3`` logs the spec v2 line that matches
@@ -111,10 +114,33 @@ def env_int(name, default):
         return int(default)
 
 
+def rank_prefix(rank):
+    """The scheduler's tags as SGLang 0.5.9 builds them (managers/scheduler.py ~3080): `` DPd`` with
+    --enable-dp-attention and --dp-size > 1, `` TPt`` when tp > 1, `` EPe`` when --ep-size > 1 (none when tp is 1)."""
+    if ARGS is None:
+        return " TP%d" % rank
+    tp = max(1, ARGS.tp_size)
+    prefix = ""
+    if ARGS.enable_dp_attention and ARGS.dp_size > 1:
+        prefix += " DP%d" % (rank // max(1, tp // ARGS.dp_size))
+    if tp > 1:
+        prefix += " TP%d" % rank
+    if ARGS.ep_size > 1:
+        prefix += " EP%d" % rank
+    return prefix
+
+
 def emit(message, rank=None, stream=None):
-    """One SGLang log line: ``[%Y-%m-%d %H:%M:%S TPn] message``, flushed at once."""
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    prefix = "[%s TP%d]" % (stamp, rank) if rank is not None else "[%s]" % stamp
+    """One SGLang log line: ``[%Y-%m-%d %H:%M:%S{.mmm}{tags}] message`` (utils/common.py configure_logger), flushed
+    at once. SGLANG_LOG_MS=1 adds milliseconds, as in SGLang; with --log-level warning or higher the info lines
+    (those on stdout) are not printed."""
+    if stream is None and ARGS is not None and ARGS.log_level.lower() in ("warning", "error", "critical"):
+        return
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
+    if os.environ.get("SGLANG_LOG_MS", "").lower() in ("1", "true", "yes"):
+        stamp += ".%03d" % int((now % 1) * 1000)
+    prefix = "[%s%s]" % (stamp, rank_prefix(rank)) if rank is not None else "[%s]" % stamp
     out = stream or sys.stdout
     out.write("%s %s\n" % (prefix, message))
     out.flush()
@@ -148,6 +174,10 @@ def build_parser():
     parser.add_argument("--max-running-requests", type=int, default=None)
     parser.add_argument("--chunked-prefill-size", type=int, default=8192)
     parser.add_argument("--enable-metrics", action="store_true")
+    parser.add_argument("--log-level", default="info")
+    parser.add_argument("--dp", "--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
+    parser.add_argument("--enable-dp-attention", action="store_true")
+    parser.add_argument("--ep", "--ep-size", "--expert-parallel-size", dest="ep_size", type=int, default=1)
     return parser
 
 
