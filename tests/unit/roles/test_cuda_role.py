@@ -2,7 +2,9 @@
 """The cuda role's structure and templates: phases with tags, the rendered files."""
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import subprocess
 
 import jinja2
@@ -43,6 +45,8 @@ def _render(name, **variables):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
                              keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
     env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
+    env.filters["quote"] = shlex.quote  # Ansible's quote filter
+    env.filters["to_json"] = json.dumps
     return env.get_template(name).render(ansible_managed="Ansible managed", **variables)
 
 
@@ -76,3 +80,17 @@ def test_keyring_name_matches_the_sources_file_it_replaces():
             assert r["sources_file"].endswith("cuda-%s-%s.list" % (distro, arch))
             assert r["sources_line"] == ("deb [signed-by=/usr/share/keyrings/cuda-archive-keyring.gpg] "
                                          "file:///srv/cuda/%s/%s/ /" % (distro, arch))
+
+
+@pytest.mark.parametrize("home", ["/opt/cuda $(touch {marker})", "/opt/cuda'; touch {marker}; '",
+                                  "/opt/cuda\ntouch {marker}", "/opt/cuda `touch {marker}`"])
+def test_profile_script_quotes_every_value(tmp_path, home):
+    """Issue 14: /etc/profile.d/cuda.sh wrote CUDA_HOME unquoted: a crafted cuda_prefix ran in every login shell."""
+    marker = tmp_path / "pwned"
+    home = home.format(marker=marker)
+    script = tmp_path / "cuda.sh"
+    script.write_text(_render("cuda.sh.j2", **dict(FACTS, cuda_home=home, cuda_bin=home + "/bin")))
+    out = subprocess.run(["sh", "-c", '. "$1"; printf "%s|" "$CUDA_HOME" "$PATH"', "sh", str(script)],
+                         env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True).stdout
+    assert not marker.exists()
+    assert out == "%s|%s/bin:/usr/bin:/bin|" % (home, home)
