@@ -108,8 +108,8 @@ d = yaml.safe_load(open(os.path.join(role, "defaults", "main.yml")))
 env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(role, "templates")), trim_blocks=True, keep_trailing_newline=True)
 env.filters["to_json"] = json.dumps
 env.filters["comment"] = lambda s: "# " + s
-v = dict(d, nccl_tuning_env_file=envfile, nccl_tuning_site_dir=site, nccl_tuning_file_created=True,
-         nccl_tuning_newline_added=False, ansible_managed="rendered by tests/gpu/nccl_proof.sh (fallback)")
+v = dict(d, nccl_tuning_env_file=envfile, nccl_tuning_site_dir=site, _nccl_tuning_file_created=True,
+         _nccl_tuning_newline_added=False, ansible_managed="rendered by tests/gpu/nccl_proof.sh (fallback)")
 os.makedirs(os.path.dirname(envfile), exist_ok=True)
 open(envfile, "w").write(env.get_template("nccl.env.j2").render(**v))
 mark = "# %s gpuserve.sglang.nccl_tuning MANAGED BLOCK\n"

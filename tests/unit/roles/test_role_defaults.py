@@ -40,8 +40,7 @@ def test_defaults_equal_the_main_entry_points_options(role):
         if isinstance(value, str) and "{{" in value or "{{" in str(value):
             assert "default" not in spec or spec["default"] == value, "%s: %s" % (role, name)
             continue
-        assert "default" in spec and spec["default"] == value, "%s: %s: %r != %r" % (
-            role, name, spec.get("default"), value)
+        assert spec.get("default") == value, "%s: %s: %r != %r" % (role, name, spec.get("default"), value)
         if value is not None:
             assert isinstance(value, TYPES[spec.get("type", "str")]), "%s: %s is not a %s" % (role, name, spec.get("type"))
             if spec.get("type", "str") == "int":
