@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Generate docs/reference.md from the roles' meta/argument_specs.yml and the modules' DOCUMENTATION.
 
 One source of truth: the variables and options are documented where Ansible validates them.

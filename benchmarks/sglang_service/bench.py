@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmarks of gpuserve.sglang.sglang_service against the stand-in SGLang server (a test fixture) on a real
 systemd test host that this script starts itself (docker, the flags of .config/molecule/config.yml).

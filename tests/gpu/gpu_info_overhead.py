@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Measure what SGLang's "total" is on this machine: free GPU memory per rank after the CUDA context and an
 NCCL communicator exist (SGLang measures it there, before loading weights), against nvidia-smi's memory.free.
 

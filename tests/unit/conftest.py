@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Make the checkout importable as ansible_collections.gpuserve.sglang for unit tests."""
 import os
 import subprocess

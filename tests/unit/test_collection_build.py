@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The built collection tarball installs, and its modules, roles and playbooks are found by FQCN."""
 import glob
 import os

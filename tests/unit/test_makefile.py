@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The README's commands are Makefile targets that run the project's own scripts."""
 import os
 import subprocess

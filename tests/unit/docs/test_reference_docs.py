@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """docs/reference.md is generated from argument_specs and module docs; it must be current, and every role's
 defaults must be documented in its argument_specs (and the other way round)."""
 import glob

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The execution environment definition is valid for ansible-builder v3 and installs this collection."""
 import glob
 import os

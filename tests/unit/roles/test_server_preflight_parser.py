@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The server role's preflight on this machine (connection local, nothing but reads), with sglang_python = the
 test venv that holds the REAL SGLang 0.5.9 (tests/sglang_parser/setup-venv.sh): a flag SGLang's own parser

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The server role's structure, profiles and templates: phases with tags, the
 production unit rendered from the production profile, the API key kept out of the unit."""
@@ -101,7 +102,7 @@ def _render_unit(**over):
                                     "LD_LIBRARY_PATH": "/usr/local/cuda-13.0/lib64"},
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang (kimi)",
-        "_server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
+        "server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
                                            prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
         "ansible_managed": "Ansible managed",
     })
@@ -164,5 +165,5 @@ def test_secrets_never_logged():
         tasks = _yaml("tasks", name)
         for task in tasks:
             body = yaml.safe_dump(task)
-            if "_server_env_content" in body and ("copy" in body or "set_fact" in body):
+            if "server_env_content" in body and ("copy" in body or "set_fact" in body):
                 assert task.get("no_log") is True, task["name"]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The stand-in SGLang server (a test fixture) prints SGLang 0.5.9's texts, serves /health as SGLang does,
 drains on SIGTERM, and fails in the documented ways. The module's log catalogue must read it."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The cuda role's filters: NVIDIA's repository per distro/arch, nvcc/nvidia-smi parsers, stale ld.so.conf.d."""
 from __future__ import annotations

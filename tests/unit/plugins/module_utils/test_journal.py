@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Journal reader, on `journalctl -o json` output captured from systemd 252 (Debian 12)."""
 import json
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """SGLang 0.5.9's memory math, checked against the operators' numbers of the reference host.
 
 Reference host (docs/memory-planning.md): 8 x RTX PRO 6000 Blackwell (96 GB = 97,887 MiB), Kimi-K2.5 INT4,

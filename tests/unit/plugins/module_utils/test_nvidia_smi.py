@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Parsers of nvidia-smi output, fed the real texts captured on a 2 x H200 host."""
 import os
 import re

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The restart/verify state machine against a simulated systemd host (fake clock, systemctl, journalctl).
 
 The simulated host behaves as systemd 252 did in the molecule test host: a restart job keeps the unit in

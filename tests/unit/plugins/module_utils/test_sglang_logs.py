@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """The SGLang 0.5.9 log catalogue, on SGLang's real texts (formats from the 0.5.9 wheel; see
 /work/shared/reference/sglang-0.5.9.md and docs/sglang_service.md)."""
 import re

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """systemctl show / list-jobs parsing, on output captured from systemd 252 (Debian 12)."""
 import pytest
 

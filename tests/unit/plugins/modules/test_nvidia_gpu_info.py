@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Run the nvidia_gpu_info module file as Ansible runs it (an args file), with a fake nvidia-smi that prints
 the real texts captured on the H200 host, and with no nvidia-smi at all."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Run the sglang_memory_plan module file as Ansible runs it, on the fixture configs and the operators' numbers."""
 import json
 import os

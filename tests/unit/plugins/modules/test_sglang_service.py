@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Run the sglang_service module file as Ansible runs it (an args file), with fake systemctl/journalctl on PATH
 that answer with output captured from systemd 252 and SGLang 0.5.9's texts, and log every call."""
 import json
