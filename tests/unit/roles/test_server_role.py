@@ -161,7 +161,7 @@ def test_env_file_and_record_mask_the_key():
 
 
 def test_secrets_never_logged():
-    for name in ("configure.yml",):
+    for name in ("configure.yml", "files.yml"):
         tasks = _yaml("tasks", name)
         for task in tasks:
             body = yaml.safe_dump(task)
