@@ -76,7 +76,7 @@ def test_production_profile_is_the_production_unit():
         "--speculative-eagle-topk 1 --speculative-num-draft-tokens 3 --cuda-graph-max-bs 128 "
         "--attention-backend flashinfer --enable-flashinfer-allreduce-fusion --disable-custom-all-reduce "
         "--mem-fraction-static 0.88 --enable-hierarchical-cache --hicache-ratio 4.0 "
-        "--hicache-write-policy write_through --hicache-io-backend kernel")
+        "--hicache-write-policy write_through --hicache-io-backend kernel --enable-metrics")
     assert profile["_server_profile_env"] == {"SGLANG_ENABLE_SPEC_V2": "True"}
 
 
