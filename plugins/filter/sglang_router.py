@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Worker URLs of an inventory group, as the routers list them (the router role and the rollout share it)."""
+
+from __future__ import annotations
+
+from ansible.errors import AnsibleFilterError
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def sglang_worker_urls(hosts, hostvars, default_port=30000, scheme="http"):
+    """[http://<sglang_router_worker_address | inventory_hostname>:<sglang_port | default_port>] per host."""
+    if hosts is None:
+        return []
+    urls = []
+    for host in hosts:
+        hv = hostvars[host] if host in hostvars else {}
+        address = hv.get("sglang_router_worker_address") or host
+        port = hv.get("sglang_port") or default_port
+        try:
+            port = int(port)
+        except (TypeError, ValueError):
+            raise AnsibleFilterError("%s: sglang_port %r is not a port number" % (host, port))
+        if ":" in str(address) and not str(address).startswith("["):
+            address = "[%s]" % address
+        urls.append("%s://%s:%d" % (scheme, address, port))
+    return urls
+
+
+def sglang_worker_loopback(hosts, hostvars):
+    """The hosts whose server listens on loopback only (sglang_host 127.0.0.1 / localhost / ::1 or unset:
+    the server role's default): a router on another host cannot reach them."""
+    bad = []
+    for host in hosts or []:
+        hv = hostvars[host] if host in hostvars else {}
+        if str(hv.get("sglang_host", "127.0.0.1")) in LOOPBACK:
+            bad.append(host)
+    return bad
+
+
+def sglang_router_urls(hosts, hostvars, default_port=30000):
+    """[http://<sglang_router_api_address | inventory_hostname>:<sglang_router_port | default_port>] per router."""
+    urls = []
+    for host in hosts or []:
+        hv = hostvars[host] if host in hostvars else {}
+        address = hv.get("sglang_router_api_address") or host
+        port = hv.get("sglang_router_port") or default_port
+        try:
+            port = int(port)
+        except (TypeError, ValueError):
+            raise AnsibleFilterError("%s: sglang_router_port %r is not a port number" % (host, port))
+        if ":" in str(address) and not str(address).startswith("["):
+            address = "[%s]" % address
+        urls.append("http://%s:%d" % (address, port))
+    return urls
+
+
+class FilterModule(object):
+    """Fleet helpers for the router role and the router-aware rollout."""
+
+    def filters(self):
+        return {
+            "sglang_worker_urls": sglang_worker_urls,
+            "sglang_worker_loopback": sglang_worker_loopback,
+            "sglang_router_urls": sglang_router_urls,
+        }
