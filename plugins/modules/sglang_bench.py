@@ -31,7 +31,7 @@ options:
     type: str
     default: http://127.0.0.1:30000
   api_key:
-    description: The server's C(--api-key); sent as C(Authorization: Bearer). Never logged.
+    description: "The server's C(--api-key); sent as C(Authorization: Bearer). Never logged."
     type: str
     default: ""
   model:
@@ -77,16 +77,9 @@ options:
     description: Fail when more requests than this failed. V(-1) never fails on request errors.
     type: int
     default: 0
-attributes:
-  check_mode:
-    support: full
-    description: Read-only; the benchmark runs in check mode too.
-  diff_mode:
-    support: none
-    description: Reports only.
-  platform:
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
 seealso:
   - module: gpuserve.sglang.sglang_service
 """

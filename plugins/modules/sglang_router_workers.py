@@ -24,6 +24,17 @@ description:
   - Runs where it is delegated (it needs HTTP to the routers and the workers), Python standard library only.
 author:
   - gpuserve.sglang maintainers (@gpuserve)
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+attributes:
+  check_mode:
+    support: full
+    details: V(status) and V(verified) only read; V(drained) and V(present) report what they would do.
+  diff_mode:
+    support: none
+    details: Reports only; there is nothing to diff.
+  platform:
+    details: Runs where it is delegated (HTTP to the routers and the workers), Python standard library only.
 options:
   routers:
     description: Base URLs of the routers, for example V(http://gw-1:30000).
