@@ -4,20 +4,9 @@
 # Run from the repo root: bash tests/gpu/cuda_existing.sh   (each step is labelled; exits non-zero if any step failed)
 set -u
 
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/gpuserve-cuda-existing.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/ansible_collections/gpuserve"
-ln -s "$REPO" "$WORK/ansible_collections/gpuserve/sglang"
-export ANSIBLE_COLLECTIONS_PATH="$WORK"
-export ANSIBLE_LOCAL_TEMP="$WORK/tmp" ANSIBLE_REMOTE_TEMP="$WORK/tmp"
-export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
-PY=$(command -v python3)
-FAILED=()
-
-step() { echo; echo "=== cuda_existing: $* ==="; }
-ok() { echo "--- RESULT: PASS: $*"; }
-bad() { echo "--- RESULT: FAIL: $*"; FAILED+=("$*"); }
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/lib.sh"
+gpu_lib_init cuda_existing
 
 # Writing /etc/profile.d and /etc/ld.so.conf.d needs root; elsewhere verify only.
 MANAGE=true
@@ -44,8 +33,7 @@ cat > "$WORK/play.yml" <<'YAML'
 YAML
 
 play() {
-  "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$PY" \
-    -e cuda_install_method=existing -e "{\"cuda_manage_environment\": $MANAGE}" "$@" "$WORK/play.yml"
+  gpu_play -e cuda_install_method=existing -e "{\"cuda_manage_environment\": $MANAGE}" "$@" "$WORK/play.yml"
 }
 
 step "0. the machine"
@@ -55,8 +43,7 @@ ls -ld /usr/local/*cuda*
 ls /etc/ld.so.conf.d/
 if ! nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader; then
   bad "no working nvidia-smi: this is not the GPU machine; stopping before the role changes anything"
-  echo "=== cuda_existing: FAILED: ${FAILED[*]} ==="
-  exit 1
+  gpu_lib_finish
 fi
 
 step "1. run the role (existing): nvcc release, driver >= 580, compile AND run the .cu test on the GPU"
@@ -113,10 +100,4 @@ else
   cat "$WORK/run4.log"; bad "release check (rc=$rc)"
 fi
 
-echo
-if [ ${#FAILED[@]} -eq 0 ]; then
-  echo "=== cuda_existing: ALL PASSED ==="
-  exit 0
-fi
-echo "=== cuda_existing: FAILED: ${FAILED[*]} ==="
-exit 1
+gpu_lib_finish

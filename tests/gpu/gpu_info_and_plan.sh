@@ -5,23 +5,12 @@
 # Each step is labelled; the script goes on past a failed step and exits non-zero if any step failed.
 set -u
 
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/gpuserve-gpu-info.XXXXXX)
-trap 'rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/ansible_collections/gpuserve"
-ln -s "$REPO" "$WORK/ansible_collections/gpuserve/sglang"
-export ANSIBLE_COLLECTIONS_PATH="$WORK"
-export ANSIBLE_LOCAL_TEMP="$WORK/tmp" ANSIBLE_REMOTE_TEMP="$WORK/tmp"
-export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
-PY=$(command -v python3)
-FAILED=()
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/lib.sh"
+gpu_lib_init gpu_info_and_plan
 KIMI="$REPO/tests/fixtures/models/kimi-k2.5"
 QWEN="$REPO/tests/fixtures/models/qwen2.5-7b-instruct"
-
-step() { echo; echo "=== gpu_info_and_plan: $* ==="; }
-ok() { echo "--- RESULT: PASS: $*"; }
-bad() { echo "--- RESULT: FAIL: $*"; FAILED+=("$*"); }
-play() { "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$PY" "$@"; }
+play() { gpu_play "$@"; }
 
 step "0. the machine"
 "$PY" -c 'import ansible; print("ansible-core", ansible.__version__)' || bad "ansible-core not importable"
@@ -177,10 +166,4 @@ else
   echo "torch with CUDA not importable: skipped"
 fi
 
-echo
-if [ ${#FAILED[@]} -eq 0 ]; then
-  echo "=== gpu_info_and_plan: ALL PASSED ==="
-  exit 0
-fi
-echo "=== gpu_info_and_plan: FAILED: ${FAILED[*]} ==="
-exit 1
+gpu_lib_finish

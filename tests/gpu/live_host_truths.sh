@@ -7,19 +7,10 @@
 #      with an unlimited one: does pinning 4 GiB of host memory (HiCache's pool) work?
 # Each step is labelled; the script goes on past a failed step and exits non-zero if any failed.
 set -u
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-WORK=$(mktemp -d /tmp/gpuserve-live.XXXXXX)
-chmod 755 "$WORK"
-trap 'kill "${HOLDER:-0}" 2>/dev/null; rm -rf "$WORK"' EXIT
-mkdir -p "$WORK/ansible_collections/gpuserve"
-ln -s "$REPO" "$WORK/ansible_collections/gpuserve/sglang"
-export ANSIBLE_COLLECTIONS_PATH="$WORK" ANSIBLE_LOCAL_TEMP="$WORK/tmp" ANSIBLE_REMOTE_TEMP="$WORK/tmp"
-export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0 ANSIBLE_CALLBACK_RESULT_FORMAT=yaml
-PY=$(command -v python3)
-FAILED=()
-step() { echo; echo "=== live_host_truths: $* ==="; }
-ok() { echo "--- RESULT: PASS: $*"; }
-bad() { echo "--- RESULT: FAIL: $*"; FAILED+=("$*"); }
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/lib.sh"
+gpu_lib_init live_host_truths
+gpu_on_exit() { if [ "${HOLDER:-0}" != 0 ]; then kill "$HOLDER" 2>/dev/null; fi; }  # never `kill 0` (the whole group)
 
 step "1. device nodes, PIDs and cgroup of a CUDA + NCCL + pinned-memory process (root)"
 HOLD_SECONDS=60 "$PY" "$REPO/tests/gpu/live_host_truths.py" >"$WORK/root.out" 2>"$WORK/root.err" &
@@ -67,6 +58,4 @@ for lim in 65536 unlimited; do
   fi
 done
 
-echo
-if [[ ${#FAILED[@]} -eq 0 ]]; then echo "live_host_truths: ALL PASSED"; exit 0; fi
-printf 'live_host_truths: FAILED: %s\n' "${FAILED[@]}"; exit 1
+gpu_lib_finish

@@ -17,23 +17,20 @@
 # needs them). Every step is labelled; a failed step does not stop the others; exit 1 if any failed.
 set -u
 umask 022
-ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/lib.sh"
+GPU_KEEP_WORK=1  # the logs stay for reading
+gpu_lib_init nccl_proof
+ROOT="$REPO"
 cd "$ROOT" || exit 1
-PY="${PYTHON:-python3}"
-WORK="$(mktemp -d /tmp/nccl-proof.XXXXXX)"
-chmod 0755 "$WORK"
 VENV="$WORK/venv"
 ENVFILE="$WORK/etc/sglang/nccl.env"
 CHECK="$PY $ROOT/tests/gpu/nccl_check.py"
-failures=()
-
-step() {
+run_step() {  # NAME FUNCTION ARGS...: run one step, record it as passed or failed
   local name="$1"; shift
-  echo
-  echo "=================== STEP: $name"
-  if "$@"; then echo "=================== STEP: $name: PASS"; else echo "=================== STEP: $name: FAIL"; failures+=("$name"); fi
+  step "$name"
+  if "$@"; then ok "$name"; else bad "$name"; fi
 }
-
 # The machine's own requirements stay exported; the tuning variables must NOT come from the caller.
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}" TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 TUNING_KEYS="$("$PY" - "$ROOT/roles/nccl_tuning/defaults/main.yml" <<'PYEOF'
@@ -70,8 +67,7 @@ make_venv() {
 }
 
 run_role() {  # $1 = present|absent
-  mkdir -p "$WORK/collections/ansible_collections/gpuserve" "$WORK/ansible-home"
-  ln -sfn "$ROOT" "$WORK/collections/ansible_collections/gpuserve/sglang"
+  mkdir -p "$WORK/ansible-home"
   cat > "$WORK/role.yml" <<YML
 - name: nccl_tuning into the proof venv
   hosts: localhost
@@ -85,7 +81,7 @@ run_role() {  # $1 = present|absent
         nccl_python: $VENV/bin/python
         nccl_tuning_env_file: $ENVFILE
 YML
-  LC_ALL=C.UTF-8 LANG=C.UTF-8 ANSIBLE_COLLECTIONS_PATH="$WORK/collections" ANSIBLE_HOME="$WORK/ansible-home" ANSIBLE_NOCOLOR=1 \
+  LC_ALL=C.UTF-8 LANG=C.UTF-8 ANSIBLE_HOME="$WORK/ansible-home" ANSIBLE_NOCOLOR=1 \
     ANSIBLE_LOCAL_TEMP="$WORK/ansible-home/tmp" ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
     "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$(command -v "$PY")" \
     "$WORK/role.yml" > "$WORK/role-$1.log" 2>&1
@@ -108,8 +104,7 @@ d = yaml.safe_load(open(os.path.join(role, "defaults", "main.yml")))
 env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(role, "templates")), trim_blocks=True, keep_trailing_newline=True)
 env.filters["to_json"] = json.dumps
 env.filters["comment"] = lambda s: "# " + s
-v = dict(d, nccl_tuning_env_file=envfile, nccl_tuning_site_dir=site, _nccl_tuning_file_created=True,
-         _nccl_tuning_newline_added=False, ansible_managed="rendered by tests/gpu/nccl_proof.sh (fallback)")
+v = dict(d, nccl_tuning_env_file=envfile, nccl_tuning_site_dir=site, _nccl_tuning_sc={"file_created": True, "newline_added": False}, ansible_managed="rendered by tests/gpu/nccl_proof.sh (fallback)")
 os.makedirs(os.path.dirname(envfile), exist_ok=True)
 open(envfile, "w").write(env.get_template("nccl.env.j2").render(**v))
 mark = "# %s gpuserve.sglang.nccl_tuning MANAGED BLOCK\n"
@@ -208,20 +203,14 @@ removed() {
   return "$left"
 }
 
-step "machine: 2 GPUs, torch, ansible-core, no tuning variable exported" machine
-step "venv with --system-site-packages" make_venv
-step "role gpuserve.sglang.nccl_tuning (present) into the venv, local connection" run_role present
-[[ -f $ENVFILE ]] || step "fallback: the role's templates rendered into the venv" render_fallback
-step "installed files and the venv's python on a plain start" show_installed
-step "NCCL all-reduce under the installed tuning (torchrun, 2 processes)" tuned_run
-step "control: python -S + EnvironmentFile only (what the systemd unit gets)" nosite_run
-step "the hole: python -S without EnvironmentFile must lose the tuning" hole_run
-step "role (absent) removes everything it wrote" removed
+run_step "machine: 2 GPUs, torch, ansible-core, no tuning variable exported" machine
+run_step "venv with --system-site-packages" make_venv
+run_step "role gpuserve.sglang.nccl_tuning (present) into the venv, local connection" run_role present
+[[ -f $ENVFILE ]] || run_step "fallback: the role's templates rendered into the venv" render_fallback
+run_step "installed files and the venv's python on a plain start" show_installed
+run_step "NCCL all-reduce under the installed tuning (torchrun, 2 processes)" tuned_run
+run_step "control: python -S + EnvironmentFile only (what the systemd unit gets)" nosite_run
+run_step "the hole: python -S without EnvironmentFile must lose the tuning" hole_run
+run_step "role (absent) removes everything it wrote" removed
 
-echo
-if [[ ${#failures[@]} -eq 0 ]]; then
-  echo "nccl_proof: ALL STEPS PASSED (logs in $WORK)"
-  exit 0
-fi
-echo "nccl_proof: ${#failures[@]} STEP(S) FAILED: ${failures[*]} (logs in $WORK)"
-exit 1
+gpu_lib_finish

@@ -1,0 +1,56 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""tests/gpu/lib.sh, the shared header of the GPU-machine checks: run in bash here (no GPU needed), and sourced
+by every check that run_all.sh runs."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+
+from conftest import ROOT
+
+LIB = os.path.join(ROOT, "tests", "gpu", "lib.sh")
+
+
+def _bash(script, **env):
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
+                          env=dict(os.environ, **env), timeout=60)
+
+
+def test_init_links_the_collection_and_finish_counts_failures():
+    proc = _bash('set -u; . "%s"; gpu_lib_init libtest\n'
+                 'echo "WORK=$WORK"; readlink "$WORK/ansible_collections/gpuserve/sglang"; echo "ACP=$ANSIBLE_COLLECTIONS_PATH"\n'
+                 'step "one"; ok "fine"; bad "broken"; step "two"; bad "worse"; gpu_lib_finish' % LIB)
+    out = proc.stdout
+    work = out.split("WORK=", 1)[1].splitlines()[0]
+    assert os.path.basename(work).startswith("gpuserve-libtest.")
+    assert ROOT in out and "ACP=" + work in out
+    assert "=== libtest: one ===" in out and "--- RESULT: PASS: fine" in out and "--- RESULT: FAIL: broken" in out
+    assert out.rstrip().endswith("=== libtest: FAILED: broken worse ===")
+    assert proc.returncode == 1
+    assert not os.path.exists(work)  # removed on exit
+
+
+def test_all_passed_exit_zero_keep_work_and_exit_hook():
+    proc = _bash('. "%s"; gpu_lib_init libtest; gpu_on_exit() { echo "HOOK ran"; }\n'
+                 'echo "WORK=$WORK"; ok "fine"; gpu_lib_finish' % LIB, GPU_KEEP_WORK="1")
+    work = proc.stdout.split("WORK=", 1)[1].splitlines()[0]
+    try:
+        assert proc.returncode == 0
+        assert "=== libtest: ALL PASSED ===" in proc.stdout and "HOOK ran" in proc.stdout
+        assert os.path.isdir(work) and "work dir kept: " + work in proc.stdout
+    finally:
+        subprocess.run(["rm", "-rf", work], check=False)
+
+
+def test_every_check_sources_the_lib():
+    skip = {"run_all.sh", "fetch-wheels.sh", "lib.sh"}
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests", "gpu", "*.sh"))):
+        if os.path.basename(path) in skip:
+            continue
+        with open(path) as handle:
+            text = handle.read()
+        assert '. "$(dirname "$0")/lib.sh"' in text and "gpu_lib_init " in text, path
+        assert "mktemp -d" not in text and "FAILED=()" not in text, path
+    with open(os.path.join(ROOT, "tests", "gpu", "run_all.sh")) as handle:
+        assert "lib.sh) continue" in handle.read()
