@@ -167,3 +167,10 @@ def test_secrets_never_logged():
             body = yaml.safe_dump(task)
             if "server_env_content" in body and ("copy" in body or "set_fact" in body):
                 assert task.get("no_log") is True, task["name"]
+
+
+def test_unit_template_timeout_stop_for_hicache_units():
+    """HiCache units get the drain plus the time to free the pinned host pool (issue 12; docs/server.md)."""
+    assert _settings(_render_unit())["TimeoutStopSec"] == ["60"]
+    hicache = _settings(_render_unit(sglang_plan_inputs={"hicache": True}))
+    assert hicache["TimeoutStopSec"] == ["180"]
