@@ -132,7 +132,7 @@ def normalize_geometry(geometry):
     if missing:
         raise PlanError("geometry (%s) needs %s" % (geometry["attention"], ", ".join(missing)))
     for key in need:
-        geometry[key] = int(geometry[key])
+        geometry[key] = _checked("geometry." + key, geometry[key], minimum=1, integer=True, maximum=1 << 24)
     return geometry
 
 
@@ -256,9 +256,43 @@ def _r(value, digits=2):
     return None if value is None else round(value, digits)
 
 
+def _checked(name, value, minimum=None, integer=False, allow_none=False, maximum=1e12):
+    """value as a finite float (or int), else a PlanError that names the input and the value."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool):
+        raise PlanError("%s must be a number, not %r" % (name, value))
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise PlanError("%s must be a number, not %r" % (name, value))
+    if not math.isfinite(number):
+        raise PlanError("%s must be a finite number, not %r" % (name, value))
+    if integer and number != int(number):
+        raise PlanError("%s must be a whole number, not %r" % (name, value))
+    if minimum is not None and number < minimum:
+        raise PlanError("%s must be >= %s, not %r" % (name, minimum, value))
+    if number > maximum:
+        raise PlanError("%s %r is out of range (at most %g)" % (name, value, maximum))
+    return int(number) if integer else number
+
+
 def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_available_bytes=None,
               hicache=True, ratio=2.0, size_gb=0, kv_dtype="auto", page_size=1, name=None):
-    """One plan: a dict of numbers, ``fits``, ``problems`` and a one-paragraph ``summary``."""
+    """One plan: a dict of numbers, ``fits``, ``problems`` and a one-paragraph ``summary``.
+
+    Every bad number (not a number, NaN, infinite, negative, out of range) is a PlanError naming the input
+    and its value, never a raw Python error.
+    """
+    tp = _checked("tp", tp, minimum=1, integer=True, maximum=65536)
+    mem_fraction_static = _checked("mem_fraction_static", mem_fraction_static)
+    page_size = _checked("page_size", page_size, minimum=1, integer=True, maximum=1 << 20)
+    total_gib = _checked("the GPU memory SGLang starts from (GiB)", total_gib, allow_none=True, maximum=1 << 20)
+    weights_gib = _checked("weights per GPU (GiB)", weights_gib, minimum=0, allow_none=True, maximum=1 << 20)
+    ratio = _checked("hicache ratio", ratio, minimum=0, allow_none=True, maximum=1e4)
+    size_gb = _checked("hicache size_gb", size_gb, minimum=0, allow_none=True, maximum=1e9) or 0
+    mem_available_bytes = _checked("MemAvailable (bytes)", mem_available_bytes, minimum=0, allow_none=True,
+                                   maximum=1e21)
     if int(tp) < 1:
         raise PlanError("tp must be >= 1, not %r" % tp)
     tp = int(tp)
