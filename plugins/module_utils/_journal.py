@@ -160,3 +160,96 @@ class JournalReader(object):
         for entry in entries:
             self.tail.append(entry.message)
         return entries
+
+
+class JournalFollower(JournalReader):
+    """A streaming reader: one ``journalctl --follow --no-tail -o json`` process for the invocation, whose output
+    is read as journald writes it. ``wait(timeout)`` blocks (select) until a record arrives or the time is up, so
+    the caller reacts to the ready line within journald's own delivery time instead of a poll interval.
+    ``read()`` returns the complete records that arrived; ``read(limit=...)`` / ``read(tail=...)`` (bounded reads
+    of an invocation that began before the task) use ``run`` as JournalReader does, and the follower starts after
+    the cursor they reached."""
+
+    def __init__(self, run, invocation_id, journalctl="journalctl", popen=None, env=None, **kwargs):
+        JournalReader.__init__(self, run, invocation_id, journalctl, **kwargs)
+        self.popen = popen
+        self.env = env
+        self.proc = None
+        self.buffer = b""
+        self.waits = 0
+
+    def _start(self):
+        import os
+        import subprocess
+        environ = dict(os.environ)
+        environ.update(self.env or {})
+        argv = self.command() + ["--follow", "--no-tail"]
+        popen = self.popen or subprocess.Popen
+        try:
+            self.proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environ)
+        except OSError as exc:
+            raise JournalError("journalctl --follow could not start: %s" % exc)
+        os.set_blocking(self.proc.stdout.fileno(), False)
+
+    def _pump(self, timeout):
+        """Read what is there (waiting at most timeout for the first byte). True when data arrived."""
+        import select
+        if self.proc is None:
+            self._start()
+        fd = self.proc.stdout.fileno()
+        ready, _w, _x = select.select([fd], [], [], max(0.0, timeout))
+        if not ready:
+            return False
+        got = False
+        while True:
+            try:
+                chunk = self.proc.stdout.read(65536)
+            except (IOError, OSError):
+                chunk = None
+            if not chunk:
+                if chunk == b"" and self.proc.poll() is not None and not got:
+                    rc = self.proc.returncode
+                    self.proc = None
+                    raise JournalError("journalctl --follow ended (rc=%s)" % rc)
+                break
+            self.buffer += chunk
+            got = True
+        return got
+
+    def wait(self, timeout):
+        """Block until a complete record is available or timeout seconds passed."""
+        import time
+        self.waits += 1
+        end = time.monotonic() + max(0.0, timeout)
+        while b"\n" not in self.buffer:
+            left = end - time.monotonic()
+            if left <= 0:
+                return False
+            self._pump(left)
+        return True
+
+    def read(self, limit=None, tail=None):
+        if limit is not None or tail is not None:
+            return JournalReader.read(self, limit=limit, tail=tail)
+        self._pump(0.0)
+        self.reads += 1
+        cut = self.buffer.rfind(b"\n")
+        if cut < 0:
+            return []
+        text, self.buffer = self.buffer[:cut + 1], self.buffer[cut + 1:]
+        entries = parse_json_lines(text.decode("utf-8", "replace"))
+        if entries:
+            self.cursor = entries[-1].cursor or self.cursor
+        self.entries_read += len(entries)
+        for entry in entries:
+            self.tail.append(entry.message)
+        return entries
+
+    def close(self):
+        if self.proc is not None:
+            try:
+                self.proc.kill()
+                self.proc.wait(5)
+            except (OSError, ValueError):
+                pass
+            self.proc = None

@@ -100,7 +100,7 @@ class ServiceRunner(object):
                  ready_pattern=None, hicache=None, ranks=None, expect=None, fail_patterns=None,
                  extra_fail_patterns=None, poll_interval=0.5, check_mode=False, journalctl="journalctl",
                  health=http_status, clock=time.monotonic, wall=time.time, sleep=time.sleep, state_store=None,
-                 progress=None, secrets=()):
+                 progress=None, secrets=(), journal_factory=None):
         self.systemctl = systemctl
         self.run = run
         self.unit = unit
@@ -108,6 +108,8 @@ class ServiceRunner(object):
         self.timeout = float(timeout)
         self.health_url = check_health_url(health_url)
         self.state_store = state_store
+        # journal_factory(invocation_id) -> a reader (JournalFollower in the module: streaming); default: polling
+        self.journal_factory = journal_factory or (lambda inv: JournalReader(self.run, inv, self.journalctl))
         self.progress = progress
         self.secrets = [secret for secret in secrets if secret]
         self.facts = {}
@@ -178,7 +180,13 @@ class ServiceRunner(object):
             self.fail("timeout after %.0f s while %s" % (self.timeout, detail))
 
     def pause(self):
-        self.sleep(max(0.0, min(self.poll_interval, self.remaining())))
+        wait = max(0.0, min(self.poll_interval, self.remaining()))
+        if self.journal is not None and hasattr(self.journal, "wait") and not self.watch.ready_line:
+            # Streaming: wake up as soon as a line of the invocation arrives (at most poll_interval). After the
+            # ready line only /health is awaited, whose own access-log lines must not make this spin.
+            self.journal.wait(wait)
+            return
+        self.sleep(wait)
 
     def note_state(self, st):
         self.result["main_pid"] = st.main_pid
@@ -205,6 +213,8 @@ class ServiceRunner(object):
             ok = False
             self.result["msg"] = "unexpected error while %s: %s: %s" % (self.phase, type(exc).__name__, exc)
             self.result["exception"] = traceback.format_exc()
+        if self.journal is not None and hasattr(self.journal, "close"):
+            self.journal.close()
         try:
             self._report_stop()
         except (SystemdError, JournalError) as exc:
@@ -296,6 +306,12 @@ class ServiceRunner(object):
             "timeline": self.result.get("timeline"), "matched": self.result.get("matched"),
             "stop": self.result.get("stop"),
         }
+        existing = self.state_store.read(self.unit)
+        if existing and existing.get("invocation_id") == record["invocation_id"] and not existing.get("error"):
+            # Already recorded (a second verify of the same start): keep the first record, write nothing.
+            self.result["state_file"] = {"path": self.state_store.path(self.unit), "written": False,
+                                         "verified_at": existing.get("verified_at")}
+            return
         try:
             path = self.state_store.write(self.unit, record)
             self.result["state_file"] = {"path": path, "written": True}
@@ -473,7 +489,7 @@ class ServiceRunner(object):
         expect_wait_from = None
         if current:
             self.t_new = self.t0
-            self.journal = JournalReader(self.run, current, self.journalctl)
+            self.journal = self.journal_factory(current)
             if self.first_read(st, current):
                 return None
         while True:
@@ -485,7 +501,7 @@ class ServiceRunner(object):
                     self.t_new = self.clock()
                     if self.stop_watch is not None and self.stop_watch["ended"] is None:
                         self.stop_watch["ended"] = self.t_new
-                    self.journal = JournalReader(self.run, current, self.journalctl)
+                    self.journal = self.journal_factory(current)
                     self.phase = "starting (invocation %s)" % current
                     new_state = st
                     # A manual start of a failed/inactive unit resets NRestarts: count from here.

@@ -22,8 +22,22 @@ description:
     gone; and at the deadline, naming the phase it was stuck in.
   - Issues at most one C(systemctl restart --no-block). When a stop or restart job is already in flight, or the
     unit is deactivating, it waits for that instead of queueing another.
-  - Reads the journal with C(journalctl _SYSTEMD_INVOCATION_ID=<id> -o json --after-cursor=<cursor>), so the
-    cost does not grow with the unit's history.
+  - Reads the journal with C(journalctl --all -o json _SYSTEMD_INVOCATION_ID=<id> + INVOCATION_ID=<id> +
+    OBJECT_SYSTEMD_INVOCATION_ID=<id>), following it as journald writes it (one C(journalctl --follow) process), so the
+    cost does not grow with the unit's history and the ready line is seen within journald's own delivery time.
+  - Writes a state file per unit (root-only JSON under O(state_dir)) at each proven start. V(verified) on the same
+    InvocationID takes the start-up facts from it once the start-up lines have left the journal (rotation,
+    C(SystemMaxUse), C(--vacuum-*)) and checks the live part now (active, same invocation and main PID, no restart
+    since, /health, no fatal text in what the journal holds). The first read of an invocation is bounded (its first
+    20000 and last 2000 records).
+  - Reports how the old invocation stopped (RV(stop) - systemd's C(Result), whether systemd killed it with SIGKILL
+    after C(TimeoutStopSec), how long it took) and names it in any failure message.
+  - Every option is checked before the host changes; a later error is a failure with the phase, the invocation and
+    the journal tail, never a traceback. C(systemctl)/C(journalctl) calls have time limits and transient errors are
+    retried. A unit file changed on disk (C(NeedDaemonReload=yes)) is reloaded before a start or restart.
+  - Values of C(api_key)/C(admin_api_key) are masked in every returned line.
+  - Logs each phase change to the host's journal under the identifier C(gpuserve-sglang-service)
+    (C(journalctl -f -t gpuserve-sglang-service) follows a long restart).
   - Runs on the target with the Python standard library, C(systemctl) and C(journalctl) only.
 author:
   - gpuserve.sglang maintainers (@gpuserve)
@@ -65,8 +79,10 @@ options:
     type: bool
   ranks:
     description:
-      - How many distinct ranks (C(TP0) ... C(TPn)) must show the HiCache host-allocation line in this invocation.
-      - Default is the C(ExecStart)'s C(--tp) / C(--tp-size) / C(--tensor-parallel-size), else V(1).
+      - How many distinct scheduler ranks must show the HiCache host-allocation line in this invocation. A rank is
+        the full tag SGLang prints (C(TP3), C(DP1 TP3), C(PP1 TP3 EP3)...; none with tp 1).
+      - Default from C(ExecStart) - tp x pp, times dp when data parallelism runs whole replicas (no
+        C(--enable-dp-attention)), else V(1).
     type: int
   expect:
     description:
@@ -89,9 +105,26 @@ options:
     default: []
   poll_interval:
     description:
-      - Seconds between two readings of the unit state, the journal and O(health_url).
+      - Seconds between two readings of the unit state and O(health_url); with O(follow) the journal wakes the
+        module earlier as soon as a line arrives.
     type: float
     default: 0.5
+  follow:
+    description:
+      - Follow the journal with one streaming C(journalctl --follow) process (V(true)) instead of reading it every
+        O(poll_interval) (V(false)).
+    type: bool
+    default: true
+  state_dir:
+    description:
+      - Directory of the state files (one C(<unit>.json) per unit, directory 0700, files 0600).
+    type: path
+    default: /var/lib/gpuserve-sglang
+  progress:
+    description:
+      - Log phase changes to the host's journal under the identifier C(gpuserve-sglang-service).
+    type: bool
+    default: true
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
 attributes:
@@ -178,8 +211,11 @@ timeline:
   sample: {stopping: 21.4, starting: 0.2, loading: 2.1, warming_up: 1.3, total: 25.1}
 hicache:
   description:
-    - V(ranks_seen) (sorted list of ranks with a host-allocation line before the ready line), V(ranks_expected),
-      V(ranks_missing), V(host_pool_gb_per_rank) (GB as logged), V(host_pool_gb_total) (sum over ranks).
+    - V(ranks_seen) (sorted list of ranks with a host-allocation line before the ready line - numbers with plain TP
+      tags, the tags themselves such as V(DP0 TP0) otherwise), V(ranks_expected), V(ranks_missing),
+      V(host_pool_gb_per_rank) (GB as logged, the max), V(host_pool_gb_min), V(host_pool_gb_max),
+      V(host_pool_gb_total) (sum over ranks), V(requested) (each rank's pool against C(--hicache-ratio) /
+      C(--hicache-size) given the KV pool it printed, SGLang's own sizing; V(off) lists the ranks that differ).
   returned: when HiCache is on or its lines were seen
   type: dict
   sample: {ranks_seen: [0, 1, 2, 3, 4, 5, 6, 7], ranks_expected: 8, ranks_missing: [], host_pool_gb_per_rank: 20.85,
@@ -227,6 +263,44 @@ phase:
   description: The phase the task was in when it failed (stopping, starting, loading, warming up...).
   returned: on failure
   type: str
+stop:
+  description:
+    - How the invocation this task replaced ended. V(result) (systemd's C(Result), e.g. V(success), V(signal),
+      V(timeout)), V(killed) (systemd sent SIGKILL after C(TimeoutStopSec)), V(seconds) (stop duration),
+      V(substates_seen), V(systemd_lines) (systemd's own lines that prove the kill).
+  returned: when the task stopped or waited for the stop of an invocation
+  type: dict
+  sample: {invocation_id: 2bcf..., result: timeout, killed: true, seconds: 60.4, substates_seen: [stop-sigkill, stop-sigterm]}
+sources:
+  description: Where each fact came from (V(start_up) V(journal) or V(state_file (verified at ...)); V(unit), V(health) V(live)).
+  returned: when verified
+  type: dict
+state_file:
+  description: V(path), V(written) (a new record was written), V(verified_at) of the record used or kept.
+  returned: when a start was proven or a record was used
+  type: dict
+journal_scan:
+  description: The first read of an invocation that began before the task (V(head_entries), V(truncated), V(tail_entries)).
+  returned: when the invocation began before the task
+  type: dict
+journal_lines_dropped:
+  description: Lines of this invocation that journald's rate limit dropped (its C(Suppressed N messages) record).
+  returned: when any
+  type: int
+notices:
+  description: Things the operator should know (log level too high for the info lines, daemon-reload run...); also Ansible warnings.
+  returned: when any
+  type: list
+  elements: str
+daemon_reload:
+  description: V(true) when the task ran C(systemctl daemon-reload) first because the unit file changed on disk.
+  returned: when it did
+  type: bool
+progress_command:
+  description: The command that follows the module's phase lines on the host.
+  returned: always
+  type: str
+  sample: journalctl -f -t gpuserve-sglang-service
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -237,7 +311,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs impor
 from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner, check_health_url
 from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR, StateFile
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl, SystemdError, unit_name
-from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError
+from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalFollower
 
 
 def main():
@@ -256,6 +330,7 @@ def main():
             poll_interval=dict(type="float", default=0.5),
             state_dir=dict(type="path", default=STATE_DIR),
             progress=dict(type="bool", default=True),
+            follow=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
     )
@@ -283,6 +358,7 @@ def main():
         return _proc.run(argv, timeout=timeout, max_lines=max_lines, env=env)
 
     systemctl = Systemctl(run, module.get_bin_path("systemctl", required=True))
+    journalctl = module.get_bin_path("journalctl", required=True)
     progress = JournalProgress(unit) if params["progress"] else None
     try:
         runner = ServiceRunner(
@@ -290,8 +366,9 @@ def main():
             ready_pattern=params["ready_pattern"], hicache=params["hicache"], ranks=params["ranks"],
             expect=params["expect"], fail_patterns=params["fail_patterns"],
             extra_fail_patterns=params["extra_fail_patterns"], poll_interval=params["poll_interval"],
-            check_mode=module.check_mode, journalctl=module.get_bin_path("journalctl", required=True),
+            check_mode=module.check_mode, journalctl=journalctl,
             state_store=StateFile(params["state_dir"]), progress=progress,
+            journal_factory=(lambda inv: JournalFollower(run, inv, journalctl, env=env)) if params["follow"] else None,
         )
     except ValueError as exc:
         module.fail_json(msg=str(exc))

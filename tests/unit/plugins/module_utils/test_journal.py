@@ -139,3 +139,35 @@ def test_bounded_read_and_tail_read():
     assert [e.message for e in tail] == ["line %d" % i for i in range(95, 100)]
     assert "--lines=5" in fake.calls[-1]
     assert reader.read() == []          # continues after the tail
+
+
+def test_follower_streams_records_as_they_arrive(tmp_path):
+    """The streaming reader (one journalctl --follow process) hands over each record as it is written."""
+    import time
+    log = tmp_path / "argv"
+    first = json.dumps({"MESSAGE": "line 1", "__CURSOR": "c1", "_SYSTEMD_INVOCATION_ID": INV})
+    second = json.dumps({"MESSAGE": "[2026-11-29 17:54:36] The server is fired up and ready to roll!",
+                         "__CURSOR": "c2", "_SYSTEMD_INVOCATION_ID": INV})
+    script = tmp_path / "journalctl"
+    script.write_text("#!/bin/sh\necho \"$*\" > %s\nprintf '%%s\\n' '%s'\nsleep 0.4\nprintf '%%s' '%s'\nsleep 0.2\n"
+                      "printf '\\n'\nexec sleep 30\n" % (log, first, second))
+    script.chmod(0o755)
+    follower = jr.JournalFollower(None, INV, str(script))
+    try:
+        t0 = time.monotonic()
+        assert follower.wait(5.0)
+        assert [e.message for e in follower.read()] == ["line 1"]
+        assert follower.read() == []                 # the second record is not complete yet
+        assert follower.wait(5.0)
+        got = follower.read()
+        while not got:
+            follower.wait(5.0)
+            got = follower.read()
+        assert got[0].message.endswith("ready to roll!") and follower.cursor == "c2"
+        assert time.monotonic() - t0 < 3.0           # as they arrive, not after the 30 s the process lives
+        assert not follower.wait(0.2)                # nothing more: wait returns after its timeout
+        argv = log.read_text()
+        assert "--follow --no-tail" in argv and "_SYSTEMD_INVOCATION_ID=" + INV in argv and "--all" in argv
+    finally:
+        follower.close()
+    assert follower.proc is None

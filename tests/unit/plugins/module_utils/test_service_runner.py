@@ -465,6 +465,10 @@ def test_verified_after_the_journal_was_vacuumed_uses_the_state_file(tmp_path):
     assert first["state_file"]["written"] is True
     assert oct(os.stat(first["state_file"]["path"]).st_mode & 0o777) == "0o600"
     assert oct(os.stat(str(tmp_path / "state")).st_mode & 0o777) == "0o700"
+    # a second verify of the same start rewrites nothing (idempotent)
+    again = runner(host, state="verified", state_store=store).execute()[1]
+    assert again["state_file"]["written"] is False
+    assert again["state_file"]["verified_at"] == store.read("sglang-kimi.service")["verified_at"]
     host.now += 3600.0
     host.vacuum()
     ok, res = runner(host, state="verified", health_url="http://x:1/health", state_store=store,
