@@ -557,6 +557,7 @@ class ServiceRunner(object):
                     missing = self.watch.expect_missing()
                     if not missing:
                         self.t_ready = self.clock() if self.t_ready is None else self.t_ready
+                        self.result["detected_at"] = round(self.wall(), 3)
                         self.result["main_pid"] = st.main_pid or main_pid_seen
                         self.sources.setdefault("start_up", "journal")
                         return None

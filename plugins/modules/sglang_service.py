@@ -296,6 +296,10 @@ daemon_reload:
   description: V(true) when the task ran C(systemctl daemon-reload) first because the unit file changed on disk.
   returned: when it did
   type: bool
+detected_at:
+  description: The host's clock (seconds since the epoch) when readiness was decided (for latency measurements).
+  returned: when ready from the journal
+  type: float
 progress_command:
   description: The command that follows the module's phase lines on the host.
   returned: always
