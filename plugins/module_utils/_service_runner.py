@@ -375,6 +375,11 @@ class ServiceRunner(object):
             self.ranks = scheduler_count(facts)
         if (facts.get("log_level") or "").lower() in QUIET_LOG_LEVELS:
             facts["quiet"] = True
+            if not self.health_url:
+                # Refused before anything is queued: at that level nothing in the journal can prove readiness.
+                self.fail("ExecStart of %s has --log-level %s: SGLang does not print the info lines (ready line, "
+                          "KV pool, HiCache) at that level, so readiness can only be proven over HTTP: set "
+                          "health_url" % (self.unit, facts["log_level"]))
             self.notices.append(
                 "ExecStart has --log-level %s: SGLang does not print the info lines (ready line, KV pool, HiCache "
                 "allocation) at that level; readiness is proven with %s instead, and HiCache per rank cannot be "

@@ -683,3 +683,30 @@ def test_secrets_are_masked_in_every_returned_line():
     text = json.dumps(res)
     assert "sk-live-123" not in text and "adm-9" not in text
     assert "********" in res["msg"]
+
+
+def test_log_level_warning_without_health_url_is_refused_before_acting():
+    host = FakeHost([server_script(), server_script()],
+                    exec_start="/venv/bin/python -m sglang.launch_server --tp 8 --log-level warning")
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok and "--log-level warning" in res["msg"] and "set health_url" in res["msg"]
+    assert host.commands() == []
+
+
+def test_log_level_warning_is_verified_over_http():
+    quiet = {"lines": [], "exit_at": None}          # no info line at all
+    host = FakeHost([server_script(), quiet], drain=1.0,
+                    exec_start="/venv/bin/python -m sglang.launch_server --tp 8 --log-level warning "
+                               "--enable-hierarchical-cache")
+    asked = []
+
+    def health(url, timeout):
+        asked.append(url)
+        return 200
+    run = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health")
+    run.health = health
+    ok, res = run.execute()
+    assert ok, res.get("msg")
+    assert "http://127.0.0.1:30000/get_server_info" in asked
+    assert "get_server_info" in res["sources"]["ready"]
+    assert any("--log-level warning" in notice for notice in res["notices"])
