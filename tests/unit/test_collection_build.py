@@ -42,7 +42,7 @@ def test_ansible_doc_finds_each_module(installed, module):
     assert os.path.join("ansible_collections", "gpuserve", "sglang", "plugins", "modules") in proc.stdout
 
 
-@pytest.mark.parametrize("role", ["preflight", "cuda", "install", "nccl_tuning", "server"])
+@pytest.mark.parametrize("role", ["preflight", "cuda", "install", "nccl_tuning", "server", "_common"])
 def test_ansible_doc_finds_each_role(installed, role):
     target, env = installed
     proc = subprocess.run([_bin("ansible-doc"), "-t", "role", "gpuserve.sglang." + role], capture_output=True,

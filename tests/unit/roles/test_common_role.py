@@ -1,0 +1,130 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""roles/_common: the one place that creates the SGLang venv and reads its site-packages; the roles' venv
+variables all derive from one sglang_venv; the role refuses to run on its own. The venv tasks run for real here
+(connection local, a venv under tmp_path)."""
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+
+import yaml
+
+from conftest import COLLECTIONS, ROOT
+
+ROLES = os.path.join(ROOT, "roles")
+
+
+def _yaml(*parts):
+    with open(os.path.join(ROLES, *parts)) as handle:
+        return yaml.safe_load(handle) or {}
+
+
+def test_one_entry_point_per_tasks_file():
+    specs = _yaml("_common", "meta", "argument_specs.yml")["argument_specs"]
+    tasks = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROLES, "_common", "tasks", "*.yml")))
+    assert sorted(specs) == tasks == ["main", "venv"]
+    assert all(name.startswith("_common_") for name in specs["venv"]["options"])
+
+
+def test_every_venv_variable_derives_from_sglang_venv():
+    derived = {"cuda": ("cuda_pip_venv", "{{ sglang_venv }}"),
+               "nccl_tuning": ("nccl_python", "{{ sglang_venv }}/bin/python"),
+               "server": ("sglang_python", "{{ sglang_venv }}/bin/python"),
+               "install": (None, None)}
+    for role, (name, value) in derived.items():
+        defaults = _yaml(role, "defaults", "main.yml")
+        options = _yaml(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
+        assert defaults["sglang_venv"] == options["sglang_venv"]["default"] == "/opt/sglang/venv", role
+        if name:
+            assert defaults[name] == options[name]["default"] == value, role
+
+
+# The roles that share the SGLang venv (the router role keeps its own venv, sglang_router_venv).
+VENV_ROLES = ("_common", "install", "cuda", "nccl_tuning", "server")
+
+
+def test_only_common_creates_a_venv_or_names_the_venv_path():
+    for path in [p for role in VENV_ROLES for p in glob.glob(os.path.join(ROLES, role, "*", "*.yml"))]:
+        rel = os.path.relpath(path, ROLES)
+        with open(path) as handle:
+            text = handle.read()
+        if not rel.startswith("_common" + os.sep) and os.sep + "tasks" + os.sep in rel:
+            assert "-m venv" not in text and "-m, venv" not in text, rel
+            assert "purelib" not in text or rel == os.path.join("nccl_tuning", "tasks", "preflight.yml"), rel
+        if "/opt/sglang/venv" in text:
+            # the one value, as the default of sglang_venv in each role (and its argument_specs entry)
+            lines = [line.strip() for line in text.splitlines() if "/opt/sglang/venv" in line]
+            assert all(line.startswith(("sglang_venv:", "default: /opt/sglang/venv")) for line in lines), (rel, lines)
+
+
+PLAY = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: caller
+"""
+
+CALLER = """
+- name: Create the venv through _common
+  ansible.builtin.include_role:
+    name: gpuserve.sglang._common
+    tasks_from: venv.yml
+  vars:
+    _common_venv: "{{ venv }}"
+    _common_venv_python: "{{ base_python }}"
+
+- name: Show the site-packages
+  ansible.builtin.debug:
+    msg: "SITE={{ _common_venv_site_packages }}"
+"""
+
+DIRECT = """
+- hosts: localhost
+  gather_facts: false
+  roles:
+    - role: gpuserve.sglang._common
+"""
+
+
+def _play(tmp_path, text, *extra):
+    roles = tmp_path / "roles" / "caller" / "tasks"
+    roles.mkdir(parents=True, exist_ok=True)
+    (roles / "main.yml").write_text(CALLER)
+    play = tmp_path / "play.yml"
+    play.write_text(text)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_ROLES_PATH=str(tmp_path / "roles"),
+               ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
+               ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+           "-e", "ansible_python_interpreter=" + sys.executable, "-e", "base_python=" + sys.executable,
+           "-e", "venv=" + str(tmp_path / "parent" / "venv"), str(play)] + list(extra)
+    return subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=300, check=False)
+
+
+def test_venv_created_once_and_site_packages_read(tmp_path):
+    first = _play(tmp_path, PLAY)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-2000:]
+    venv_py = tmp_path / "parent" / "venv" / "bin" / "python"
+    assert venv_py.exists()
+    purelib = subprocess.run([str(venv_py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    assert "SITE=%s" % purelib in first.stdout
+    assert "changed=2" in first.stdout  # the parent directory's mode and the venv
+    second = _play(tmp_path, PLAY)
+    assert second.returncode == 0 and "changed=0" in second.stdout, second.stdout[-3000:]
+    assert "SITE=%s" % purelib in second.stdout
+
+
+def test_check_mode_before_the_venv_exists(tmp_path):
+    proc = _play(tmp_path, PLAY, "--check")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "SITE=\"" in proc.stdout or "SITE=\n" in proc.stdout or '"msg": "SITE="' in proc.stdout
+    assert not (tmp_path / "parent" / "venv").exists()
+
+
+def test_refuses_to_run_on_its_own(tmp_path):
+    proc = _play(tmp_path, DIRECT)
+    assert proc.returncode != 0
+    assert "gpuserve.sglang._common is internal to the collection" in proc.stdout
