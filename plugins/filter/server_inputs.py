@@ -112,6 +112,13 @@ def sglang_input_problems(inputs):
     for name in ("sglang_unit_limit_nofile", "sglang_unit_limit_memlock"):
         if name in inputs and (isinstance(inputs[name], bool) or not _LIMIT_RE.fullmatch(_text(inputs[name]))):
             add("%s %r is not a systemd resource limit (a number, 'infinity' or 'soft:hard')" % (name, inputs[name]))
+    secrets_file = inputs.get("sglang_secrets_file")
+    if secrets_file is not None and not re.fullmatch(r"/[^\x00-\x1f\x7f]*\.(yaml|yml)", _text(secrets_file)):
+        add("sglang_secrets_file %r must be an absolute path ending in .yaml or .yml (SGLang's --config reads only "
+            "those)" % (secrets_file,))
+    launch = inputs.get("sglang_launch_script")
+    if launch and not _text(launch).startswith("/"):
+        add("sglang_launch_script %r must be an absolute path or empty" % (launch,))
     if "sglang_unit_extra" in inputs:
         try:
             sglang_unit_extra(inputs["sglang_unit_extra"])

@@ -40,7 +40,7 @@ RESERVED = {
     "model-path": "sglang_model_path",
     "host": "sglang_host",
     "port": "sglang_port",
-    "api-key": "sglang_api_key (kept out of the unit file, in the 0600 environment file)",
+    "api-key": "sglang_api_key (a secret: never on the command line, read by SGLang from --config)",
     "admin-api-key": "sglang_admin_api_key (a secret: never on the command line)",
 }
 

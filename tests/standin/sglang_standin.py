@@ -162,6 +162,7 @@ def build_parser():
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=30000)
     parser.add_argument("--api-key", default=None)
+    parser.add_argument("--admin-api-key", default=None)
     parser.add_argument("--mem-fraction-static", type=float, default=REF_FRACTION)
     parser.add_argument("--enable-hierarchical-cache", action="store_true")
     parser.add_argument("--hicache-ratio", type=float, default=2.0)
@@ -227,7 +228,8 @@ def server_args_line(args):
         "port=%d" % args.port,
         "mem_fraction_static=%r" % args.mem_fraction_static,
         "tp_size=%d" % args.tp_size,
-        "api_key=%s" % ("'<redacted by the stand-in>'" if args.api_key else "None"),
+        "api_key=%r" % (args.api_key,),  # as SGLang 0.5.9 logs it: the server role's launcher masks it
+        "admin_api_key=%r" % (args.admin_api_key,),
         "served_model_name=%r" % (args.served_model_name or args.model_path),
         "enable_hierarchical_cache=%r" % args.enable_hierarchical_cache,
         "hicache_ratio=%r" % args.hicache_ratio,
@@ -596,8 +598,51 @@ def drain_and_exit():
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _config_value(text):
+    """One scalar of the YAML subset the server role writes (to_nice_yaml of strings): quoted or plain."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] == "'":
+        return text[1:-1].replace("''", "'")
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        return json.loads(text)
+    return text
+
+
+def merge_config(argv):
+    """SGLang 0.5.9's --config (server_args_config_parser.ConfigArgumentMerger): the YAML file's keys become
+    flags put before the command line's (CLI > config); only .yaml/.yml; one --config at most."""
+    if "--config" not in argv:
+        return argv
+    at = argv.index("--config")
+    if argv.count("--config") > 1 or at == len(argv) - 1:
+        raise SystemExit("Multiple config files specified! Only one allowed." if argv.count("--config") > 1
+                         else "No config file specified after --config flag!")
+    path = argv[at + 1]
+    if not path.lower().endswith((".yaml", ".yml")):
+        raise SystemExit("Config file must be YAML format, got: %s" % os.path.splitext(path)[1])
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+        with open(path, encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+    except ImportError:
+        data = {}
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                if line.strip() and not line.lstrip().startswith("#") and ":" in line:
+                    key, value = line.split(":", 1)
+                    data[key.strip()] = _config_value(value)
+    words = []
+    for key, value in data.items():
+        if value is True:
+            words.append("--" + key)
+        elif value not in (False, None):
+            words.extend(["--" + key, str(value)])
+    return words + argv[:at] + argv[at + 2:]
+
+
 def main(argv=None):
     global ARGS
+    argv = merge_config(list(sys.argv[1:] if argv is None else argv))
     args, _unknown = build_parser().parse_known_args(argv)
     ARGS = args
     fail = os.environ.get("STANDIN_FAIL", "").strip()

@@ -138,11 +138,13 @@ def test_unit_template_production_settings():
 
 def test_unit_template_overrides_user_and_api_key():
     text = _render_unit(sglang_user="sglang", sglang_api_key="s3cret-key", sglang_unit_restart="always",
-                        sglang_unit_extra={"Nice": -5})
+                        sglang_unit_extra={"Nice": -5}, sglang_secrets_file="/etc/sglang/sglang-kimi.secrets.yaml")
     s = _settings(text)
     assert s["User"] == ["sglang"] and s["Group"] == ["sglang"]
     assert s["Restart"] == ["always"] and s["Nice"] == ["-5"]
-    assert s["ExecStart"][0].endswith(" --api-key ${SGLANG_API_KEY}")
+    # issue 14: the key reaches SGLang through --config (a 0640 file), never on its command line
+    assert s["ExecStart"][0].endswith(" --config /etc/sglang/sglang-kimi.secrets.yaml")
+    assert "--api-key" not in text
     assert "s3cret-key" not in text
 
 

@@ -31,6 +31,9 @@ DEFAULTS = {
     "sglang_unit_kill_signal": "SIGTERM",
     "sglang_unit_extra": {"Nice": -5, "DeviceAllow": ["/dev/nvidia0 rw"]},
     "sglang_env_file": "/etc/sglang/sglang-kimi.env",
+    "sglang_secrets_file": "/etc/sglang/sglang-kimi.secrets.yaml",
+    "sglang_launch_script": "/usr/local/lib/gpuserve-sglang/sglang_launch.py",
+    "sglang_admin_api_key": "",
 }
 
 
@@ -102,3 +105,14 @@ def test_wanted_by_as_list_or_words():
 def test_refuses_non_mapping():
     with pytest.raises(AnsibleFilterError):
         f.sglang_input_problems(["sglang_port"])
+
+
+@pytest.mark.parametrize("path", ["/etc/sglang/x.secrets.env", "relative.yaml", "/etc/x.yaml\n"])
+def test_secrets_file_must_be_a_yaml_path(path):
+    found = problems(sglang_secrets_file=path)
+    assert found and all("sglang_secrets_file" in p for p in found)
+
+
+def test_admin_key_with_control_characters_is_refused_without_showing_it():
+    assert problems(sglang_admin_api_key="k\n") == [
+        "sglang_admin_api_key holds control characters (value not shown): refused"]
