@@ -174,7 +174,8 @@ def cuda_stale_ldconfig(files, release, keep=()):
 
     files: [{'path': '/etc/ld.so.conf.d/988_cuda-12.conf', 'content': '/usr/local/cuda-12.8/...'}], or the
     results of ansible.builtin.slurp ({'source': PATH, 'content': BASE64, 'encoding': 'base64'}).
-    Returns [{'path', 'reason'}] for removal. A file is stale when its name or one of its lines
+    Returns [{'path', 'reason', 'content_cleaned', 'stale_lines'}]: content_cleaned is the file with only the
+    lines of another major commented out (nothing else changes). A file is stale when its name or one of its lines
     names another CUDA major (cuda-12, cuda-12.8, gds-12-8, .../nvidia/cu12/...) and no line names
     the wanted major. Paths in keep are never returned.
     """
@@ -196,19 +197,30 @@ def cuda_stale_ldconfig(files, release, keep=()):
         if name_match:
             majors.add(int(name_match.group(1)))
             reasons.append("file name %s" % name)
-        for line in content.splitlines():
-            line = line.split("#", 1)[0].strip()
+        stale_lines = set()
+        raw_lines = content.splitlines()
+        for number, raw_line in enumerate(raw_lines):
+            line = raw_line.split("#", 1)[0].strip()
             if not line:
                 continue
+            line_majors = set()
             for rx in (_CUDA_PATH_RE, _CUDA_WHEEL_RE):
                 for match in rx.finditer(line):
-                    majors.add(int(match.group(1)))
+                    line_majors.add(int(match.group(1)))
                     reasons.append(line)
+            majors |= line_majors
+            if line_majors and major not in line_majors:
+                stale_lines.add(number)
         others = sorted(m for m in majors if m != major)
         if others and major not in majors:
             seen = "/".join(str(m) for m in others)
             why = "; ".join(dict.fromkeys(reasons))
-            stale.append({"path": path, "reason": "CUDA %s, not %d (%s)" % (seen, major, why)})
+            # The same file with only the lines of another CUDA major commented out: an operator's other
+            # lines (TensorRT, a site library) keep working when the role is asked to clean.
+            cleaned = "".join(("# gpuserve.sglang.cuda (CUDA %s, not %d): %s\n" % (seen, major, text))
+                              if number in stale_lines else text + "\n" for number, text in enumerate(raw_lines))
+            stale.append({"path": path, "reason": "CUDA %s, not %d (%s)" % (seen, major, why),
+                          "content_cleaned": cleaned, "stale_lines": [raw_lines[n] for n in sorted(stale_lines)]})
     return stale
 
 
