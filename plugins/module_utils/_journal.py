@@ -22,6 +22,10 @@ from __future__ import annotations
 
 import collections
 import json
+import os
+import select
+import subprocess
+import time
 
 TAIL_LINES = 50
 OUTPUT_FIELDS = ("MESSAGE,_PID,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,OBJECT_SYSTEMD_INVOCATION_ID,N_DROPPED,"
@@ -179,8 +183,6 @@ class JournalFollower(JournalReader):
         self.waits = 0
 
     def _start(self):
-        import os
-        import subprocess
         environ = dict(os.environ)
         environ.update(self.env or {})
         argv = self.command() + ["--follow", "--no-tail"]
@@ -193,7 +195,6 @@ class JournalFollower(JournalReader):
 
     def _pump(self, timeout):
         """Read what is there (waiting at most timeout for the first byte). True when data arrived."""
-        import select
         if self.proc is None:
             self._start()
         fd = self.proc.stdout.fileno()
@@ -218,7 +219,6 @@ class JournalFollower(JournalReader):
 
     def wait(self, timeout):
         """Block until a complete record is available or timeout seconds passed."""
-        import time
         self.waits += 1
         end = time.monotonic() + max(0.0, timeout)
         while b"\n" not in self.buffer:

@@ -9,6 +9,7 @@ Follow them on the host with ``journalctl -f -t gpuserve-sglang-service``. Uses 
 from __future__ import annotations
 
 import socket
+import struct
 
 IDENTIFIER = "gpuserve-sglang-service"
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
@@ -34,7 +35,6 @@ class JournalProgress(object):
         for key, value in fields:
             data = value.encode("utf-8", "replace")
             if b"\n" in data:
-                import struct
                 payload += key.encode() + b"\n" + struct.pack("<Q", len(data)) + data + b"\n"
             else:
                 payload += key.encode() + b"=" + data + b"\n"

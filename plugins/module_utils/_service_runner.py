@@ -32,13 +32,10 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs impor
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import (
     STOP_JOB_TYPES, SystemdError, exec_start_facts, scheduler_count)
 
-try:
-    from http.client import HTTPException
-    from urllib.error import HTTPError, URLError
-    from urllib.parse import urlsplit
-    from urllib.request import ProxyHandler, Request, build_opener
-except ImportError:  # pragma: no cover - Python 2
-    raise
+from http.client import HTTPException
+from urllib.error import HTTPError, URLError
+from urllib.parse import urlsplit
+from urllib.request import ProxyHandler, Request, build_opener
 
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it
