@@ -22,6 +22,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 from ansible.module_utils.six import string_types
 
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_secrets import SECRET_KEY_RE
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import control_problem
 
 # SGLang 0.5.9 accepts these spellings of one setting; the first is the one this collection writes.
@@ -158,6 +159,8 @@ def _value_problems(args, env, problems):
                 problems.append(message)
     for name, value in env.items():
         message = control_problem("sglang_env: %s value" % (name,), "" if value is None else value)
+        if message and SECRET_KEY_RE.search(str(name)):
+            message = "sglang_env: %s holds control characters (value not shown): refused" % (name,)
         if message:
             problems.append(message)
 

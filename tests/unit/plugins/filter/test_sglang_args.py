@@ -203,3 +203,8 @@ def test_problems_never_raise_on_odd_input():
     assert f.sglang_args_problems({"tp": object()})
     assert f.sglang_args_problems([1, 2]) and f.sglang_args_problems({}, ["A"])
     assert f.sglang_args_problems({}, user_args={7: 1})
+
+
+def test_secret_env_value_is_not_shown_in_a_refusal():
+    problems = f.sglang_args_problems({}, {"HF_TOKEN": "hf_s3cret\n"})
+    assert problems == ["sglang_env: HF_TOKEN holds control characters (value not shown): refused"]
