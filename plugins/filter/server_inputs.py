@@ -119,6 +119,9 @@ def sglang_input_problems(inputs):
     launch = inputs.get("sglang_launch_script")
     if launch and not _text(launch).startswith("/"):
         add("sglang_launch_script %r must be an absolute path or empty" % (launch,))
+    for path in _unit_list(inputs.get("sglang_unit_read_write_paths")):
+        if not re.fullmatch(r"-?/[^\s\x00-\x1f\x7f]*", _text(path)):
+            add("sglang_unit_read_write_paths: %r must be an absolute path without spaces" % (path,))
     if "sglang_unit_extra" in inputs:
         try:
             sglang_unit_extra(inputs["sglang_unit_extra"])

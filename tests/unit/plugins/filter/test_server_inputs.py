@@ -116,3 +116,9 @@ def test_secrets_file_must_be_a_yaml_path(path):
 def test_admin_key_with_control_characters_is_refused_without_showing_it():
     assert problems(sglang_admin_api_key="k\n") == [
         "sglang_admin_api_key holds control characters (value not shown): refused"]
+
+
+@pytest.mark.parametrize("paths, ok", [(["/srv/dumps", "-/var/log/sglang"], True), (["/srv/a b"], False),
+                                       (["relative"], False), (["/x\nExecStartPre=+/bin/sh"], False)])
+def test_read_write_paths(paths, ok):
+    assert (problems(sglang_unit_read_write_paths=paths) == []) is ok
