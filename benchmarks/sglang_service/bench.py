@@ -4,8 +4,10 @@
 systemd test host that this script starts itself (docker, the flags of .config/molecule/config.yml).
 
 1. Detection latency: from the stand-in's ready moment (the journal timestamp of its ready line; /health turns 200
-   at the same moment) to the return of the task, median over runs, for the module and for the usual pattern
-   (ansible.builtin.systemd_service restart + ansible.builtin.uri until 200 with delay 10).
+   at the same moment) to the return of the task, median over runs, for the module following the journal
+   (follow: true, the default), the module polling it every 0.5 s (follow: false) and the usual pattern
+   (ansible.builtin.systemd_service restart + ansible.builtin.uri until 200 with delay 10); for the module also
+   to its own decision moment (result detected_at), without Ansible's return overhead.
 2. Journal history: `verified` time with 1,000,000 lines of earlier invocations of the same unit in the journal
    vs with none.
 
@@ -121,18 +123,32 @@ def start_container():
     time.sleep(6)
 
 
-def latency(runs, seed=3):
+def latency(runs, seed=3, skip_usual=False):
     """Each run draws one load time (3-13 s) used by both approaches, so the ready moment falls anywhere in
     the uri pattern's 10 s retry grid, as a real load time of minutes would."""
     rng = random.Random(seed)
-    out = {"module": [], "usual": [], "load_seconds": []}
+    kinds = (("module_follow", "restart_module.yml", {"bench_follow": "true"}),
+             ("module_poll", "restart_module.yml", {"bench_follow": "false"}),
+             ("usual", "restart_usual.yml", {}))
+    if skip_usual:
+        kinds = kinds[:2]
+    out = {"load_seconds": []}
+    for kind, _name, _extra in kinds:
+        out[kind] = []
+        if kind.startswith("module"):
+            out[kind + "_in_module"] = []   # the module's own decision moment (no Ansible return overhead)
     for _run in range(runs):
         load = round(rng.uniform(3.0, 13.0), 2)
         out["load_seconds"].append(load)
         dexec("echo STANDIN_LOAD_SECONDS=%s > /etc/standin/%s.env" % (load, UNIT))
-        for kind, name in (("module", "restart_module.yml"), ("usual", "restart_usual.yml")):
-            res = playbook(name, {"bench_unit": UNIT, "bench_port": PORT})
-            out[kind].append(round(float(res["returned_at"]) - ready_ts(res["invocation_id"]), 3))
+        for kind, name, extra in kinds:
+            res = playbook(name, dict(extra, bench_unit=UNIT, bench_port=PORT))
+            ready = ready_ts(res["invocation_id"])
+            out[kind].append(round(float(res["returned_at"]) - ready, 3))
+            if res.get("detected_at"):
+                out[kind + "_in_module"].append(round(float(res["detected_at"]) - ready, 3))
+            if res.get("ready_read_at"):
+                out.setdefault(kind + "_line_read", []).append(round(float(res["ready_read_at"]) - ready, 3))
     dexec("rm -f /etc/standin/%s.env" % UNIT)
     return out
 
@@ -187,18 +203,25 @@ def main():
     parser.add_argument("--lines", type=int, default=1000000)
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-history", action="store_true")
+    parser.add_argument("--skip-usual", action="store_true", help="latency of the module only (follow vs poll)")
     args = parser.parse_args()
     results = {"image": IMAGE, "runs": args.runs}
     start_container()
     try:
         results["systemd"] = dexec("systemctl --version | head -1").stdout.strip()
         if not args.skip_latency:
-            results["latency"] = latency(args.runs)
+            results["latency"] = latency(args.runs, skip_usual=args.skip_usual)
         if not args.skip_history:
             results["history"] = history(args.lines, args.runs)
     finally:
         sh(["docker", "rm", "-f", CTR], check=False)
-    with open(os.path.join(HERE, "results.json"), "w") as handle:
+    path = os.path.join(HERE, "results.json")
+    if os.path.exists(path):  # keep the parts not measured this time (--skip-latency / --skip-history)
+        with open(path) as handle:
+            kept = json.load(handle)
+        kept.update(results)
+        results = kept
+    with open(path, "w") as handle:
         json.dump(results, handle, indent=2)
     med = statistics.median
     if "latency" in results:
@@ -206,7 +229,7 @@ def main():
         print("load seconds per run: %s" % lat["load_seconds"])
         print("| approach | median s | min s | max s | runs |")
         print("|---|---|---|---|---|")
-        for kind in ("module", "usual"):
+        for kind in [key for key in lat if key != "load_seconds" and lat[key]]:
             row = (kind, med(lat[kind]), min(lat[kind]), max(lat[kind]), len(lat[kind]))
             print("| %s | %.2f | %.2f | %.2f | %d |" % row)
     if "history" in results:

@@ -141,6 +141,7 @@ class ServiceRunner(object):
         self.t_new = None
         self.t_ready = None
         self.hicache_settled = False
+        self.woke_on_line = False
 
     # ---- helpers -------------------------------------------------------------------------------
     @property
@@ -178,10 +179,11 @@ class ServiceRunner(object):
 
     def pause(self):
         wait = max(0.0, min(self.poll_interval, self.remaining()))
+        self.woke_on_line = False
         if self.journal is not None and hasattr(self.journal, "wait") and not self.watch.ready_line:
             # Streaming: wake up as soon as a line of the invocation arrives (at most poll_interval). After the
             # ready line only /health is awaited, whose own access-log lines must not make this spin.
-            self.journal.wait(wait)
+            self.woke_on_line = bool(self.journal.wait(wait))
             return
         self.sleep(wait)
 
@@ -487,6 +489,7 @@ class ServiceRunner(object):
         self.phase = "stopping (invocation %s)" % old_id if expect_new else "starting"
         down_since = None
         new_state = None
+        last_show = None
         main_pid_seen = 0
         expect_wait_from = None
         if current:
@@ -518,7 +521,15 @@ class ServiceRunner(object):
                     self.check_deadline()
                     self.pause()
                     continue
-            st = new_state or self.systemctl.show(self.unit)
+            fresh = (self.woke_on_line and last_show is not None and
+                     self.clock() - last_show[0] < self.poll_interval)
+            if new_state is None and fresh:
+                # Woken by a journal line: the unit state read less than poll_interval ago stands (a ready
+                # line is then decided without another systemctl call; /health still proves the server).
+                st = last_show[1]
+            else:
+                st = new_state or self.systemctl.show(self.unit)
+                last_show = (self.clock(), st)
             new_state = None
             self.note_state(st)
             self.result["invocation_id"] = current
@@ -649,7 +660,10 @@ class ServiceRunner(object):
                 self.watch.dropped += entry.dropped
             if entry.from_manager:
                 continue
+            had_ready = self.watch.ready_line is not None
             self.watch.feed(entry.message, entry.realtime)
+            if not had_ready and self.watch.ready_line is not None:
+                self.result["ready_read_at"] = round(self.wall(), 3)   # when this task read the ready line
 
     def await_auto_restart(self, st, baseline):
         """A crash under Restart=: let systemd count the automatic restart (bounded), so NRestarts shows it."""

@@ -300,6 +300,10 @@ detected_at:
   description: The host's clock (seconds since the epoch) when readiness was decided (for latency measurements).
   returned: when ready from the journal
   type: float
+ready_read_at:
+  description: The host's clock when this task read the ready line from the journal (for latency measurements).
+  returned: when the ready line was read
+  type: float
 progress_command:
   description: The command that follows the module's phase lines on the host.
   returned: always
