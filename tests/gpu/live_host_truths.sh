@@ -38,7 +38,7 @@ cat > "$WORK/info.yml" <<'YAML'
       ansible.builtin.debug:
         var: info
 YAML
-if "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$PY" "$WORK/info.yml"; then
+if gpu_play "$WORK/info.yml"; then
   ok "nvidia_gpu_info ran with a process on the GPU"
 else
   bad "nvidia_gpu_info"

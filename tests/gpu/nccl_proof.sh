@@ -83,8 +83,7 @@ run_role() {  # $1 = present|absent
 YML
   LC_ALL=C.UTF-8 LANG=C.UTF-8 ANSIBLE_HOME="$WORK/ansible-home" ANSIBLE_NOCOLOR=1 \
     ANSIBLE_LOCAL_TEMP="$WORK/ansible-home/tmp" ANSIBLE_CALLBACK_RESULT_FORMAT=yaml \
-    "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$(command -v "$PY")" \
-    "$WORK/role.yml" > "$WORK/role-$1.log" 2>&1
+    gpu_play "$WORK/role.yml" > "$WORK/role-$1.log" 2>&1
   local rc=$?
   grep -E '^(changed:|fatal:)|msg:|PLAY RECAP|localhost +:' "$WORK/role-$1.log" | tail -40
   [[ $rc -eq 0 ]] || { echo "--- role run failed (rc=$rc), last lines:"; tail -40 "$WORK/role-$1.log"; }
