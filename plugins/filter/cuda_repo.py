@@ -3,7 +3,8 @@
 # Copyright (c) gpuserve.sglang maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the cuda role: NVIDIA's CUDA apt repository rendered per distribution and
-architecture, and the parsers the role's verify phase uses (nvcc, nvidia-smi, ld.so.conf.d).
+architecture, and the parsers the role's verify phase uses (nvcc, ld.so.conf.d); the GPUs and the
+driver come from the module gpuserve.sglang.nvidia_gpu_info.
 
 Pure functions, no host access, so every branch is unit-tested (tests/unit/plugins/filter/).
 """
@@ -32,7 +33,6 @@ _ARCH_MAP = {
 
 _RELEASE_RE = re.compile(r"^(\d+)\.(\d+)$")
 _NVCC_RE = re.compile(r"release (\d+)\.(\d+), V(\d+(?:\.\d+)+)")
-_DRIVER_RE = re.compile(r"^\s*(\d+)\.(\d+)(?:\.(\d+))?\s*$")
 # a CUDA install path with its version: /usr/local/cuda-12.8/..., /usr/local/cuda-12/...
 _CUDA_PATH_RE = re.compile(r"cuda-(\d+)(?:[.-]\d+)?(?=[/\s]|$)")
 # a wheel tree of another major: .../site-packages/nvidia/cu12/lib
@@ -155,20 +155,6 @@ def cuda_nvcc_release(text):
     return {"release": "%s.%s" % (match.group(1), match.group(2)), "version": match.group(3)}
 
 
-def cuda_driver_versions(text):
-    """`nvidia-smi --query-gpu=driver_version --format=csv,noheader` -> sorted unique versions,
-    each {'version': '580.159.04', 'major': 580}. Empty output -> []."""
-    seen = {}
-    for line in str(text or "").splitlines():
-        if not line.strip():
-            continue
-        match = _DRIVER_RE.match(line)
-        if not match:
-            raise AnsibleFilterError("unexpected nvidia-smi driver_version line: %r" % (line,))
-        seen[line.strip()] = int(match.group(1))
-    return [{"version": v, "major": seen[v]} for v in sorted(seen)]
-
-
 def cuda_stale_ldconfig(files, release, keep=()):
     """ld.so.conf.d entries that point the loader at ANOTHER CUDA major than `release`.
 
@@ -233,6 +219,5 @@ class FilterModule(object):
             "cuda_repo_distro": cuda_repo_distro,
             "cuda_repo_arch": cuda_repo_arch,
             "cuda_nvcc_release": cuda_nvcc_release,
-            "cuda_driver_versions": cuda_driver_versions,
             "cuda_stale_ldconfig": cuda_stale_ldconfig,
         }

@@ -131,20 +131,6 @@ def test_nvcc_release_garbage():
         f.cuda_nvcc_release("bash: nvcc: command not found")
 
 
-def test_driver_versions_from_real_host_output():
-    # the query-gpu section of the real host has the driver in column 8
-    rows = [line.split(", ")[7] for line in _section("query-gpu").strip().splitlines()]
-    assert f.cuda_driver_versions("\n".join(rows) + "\n") == [{"version": "580.159.04", "major": 580}]
-
-
-def test_driver_versions_mixed_and_empty():
-    assert f.cuda_driver_versions("575.57.08\n580.65.06\n") == [
-        {"version": "575.57.08", "major": 575}, {"version": "580.65.06", "major": 580}]
-    assert f.cuda_driver_versions("") == []
-    with pytest.raises(AnsibleFilterError, match="unexpected nvidia-smi"):
-        f.cuda_driver_versions("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.")
-
-
 def test_stale_ldconfig():
     files = [
         {"path": "/etc/ld.so.conf.d/988_cuda-12.conf", "content": "/usr/local/cuda-12.8/targets/x86_64-linux/lib\n"},

@@ -93,3 +93,20 @@ def test_module_with_failing_nvidia_smi(tmp_path):
     assert result.get("failed") is not True
     assert result["gpus"] == []
     assert "rc=9" in result["reason"]
+    assert result["nvidia_smi_failed"] is True
+
+
+def test_module_command_name_is_looked_up(tmp_path, fake_smi):
+    # the cuda role passes a command name (cuda_nvidia_smi: nvidia-smi), not a path
+    result = run_module(tmp_path, {"nvidia_smi": "nvidia-smi"}, path=str(fake_smi.parent) + ":/usr/bin:/bin")
+    assert result["nvidia_smi"] == str(fake_smi)
+    assert result["count"] == 2 and result["nvidia_smi_failed"] is False
+
+
+def test_module_missing_path_is_no_gpus_not_a_failure(tmp_path):
+    # the server role passes "{{ sglang_nvidia_smi_dir }}/nvidia-smi", absent on hosts without a driver
+    missing = str(tmp_path / "nowhere" / "nvidia-smi")
+    result = run_module(tmp_path, {"nvidia_smi": missing})
+    assert result.get("failed") is not True
+    assert result["gpus"] == [] and result["nvidia_smi_failed"] is False
+    assert result["reason"] == missing + " not found (no executable file there)"
