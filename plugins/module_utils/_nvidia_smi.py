@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._running_server import identity_of, name_matches
+
 # The --query-gpu fields, in the order we ask for them. The same order is what the fixture's
 # "### query-gpu" section was captured with.
 GPU_FIELDS = (
@@ -189,6 +191,11 @@ def unit_of_cgroup(cgroup_text):
     return found
 
 
+def _version_key(version):
+    """(580, 159, 4) for "580.159.04", so that 1000.1 sorts after 580.65."""
+    return tuple(int(part) if part.isdigit() else 0 for part in str(version).split("."))
+
+
 def _min_of(gpus, key):
     values = [g[key] for g in gpus if g.get(key) is not None]
     return min(values) if values else None
@@ -212,7 +219,8 @@ def assemble(gpus, apps, cuda_version=None, units=None):
         processes.append(proc)
         if gpu is not None:
             gpu["processes"].append(proc)
-    drivers = sorted(set(g["driver_version"] for g in gpus if g.get("driver_version")))
+    # the oldest driver counts (a host mid-upgrade may report two); compared as numbers, not as text
+    drivers = sorted(set(g["driver_version"] for g in gpus if g.get("driver_version")), key=_version_key)
     driver = drivers[0] if drivers else None
     return {
         "available": bool(gpus),
@@ -227,8 +235,12 @@ def assemble(gpus, apps, cuda_version=None, units=None):
     }
 
 
-def no_gpus(reason, nvidia_smi=None):
-    """The result when there is nothing to report: an empty list and the reason, never a traceback."""
+def no_gpus(reason, nvidia_smi=None, failed=False):
+    """The result when there is nothing to report: an empty list and the reason, never a traceback.
+
+    ``failed``: nvidia-smi was found but failed or printed what could not be parsed (a driver problem,
+    as opposed to a host without nvidia-smi or one where it lists no GPU).
+    """
     return {
         "available": False,
         "count": 0,
@@ -241,6 +253,7 @@ def no_gpus(reason, nvidia_smi=None):
         "memory_free_mib_min": None,
         "reason": reason,
         "nvidia_smi": nvidia_smi,
+        "nvidia_smi_failed": bool(failed),
     }
 
 
@@ -256,11 +269,12 @@ def gather(run, nvidia_smi, read_file=None):
         return no_gpus(
             "nvidia-smi %s failed (rc=%d): %s" % (QUERY_GPU_ARGS[0], rc, message[0] if message else "no output"),
             nvidia_smi,
+            failed=True,
         )
     try:
         gpus = parse_query_gpu(out)
     except NvidiaSmiParseError as exc:
-        return no_gpus("could not parse nvidia-smi output: %s" % exc, nvidia_smi)
+        return no_gpus("could not parse nvidia-smi output: %s" % exc, nvidia_smi, failed=True)
     if not gpus:
         return no_gpus("nvidia-smi lists no GPUs", nvidia_smi)
 
@@ -282,13 +296,21 @@ def gather(run, nvidia_smi, read_file=None):
         cuda = parse_cuda_version(out) if rc == 0 else None
 
     units = {}
+    here = {}
     if read_file is not None:
         for app in apps:
             text = read_file("/proc/%d/cgroup" % app["pid"])
             units[app["pid"]] = unit_of_cgroup(text) if text else None
+            # A host in a container: nvidia-smi prints the PIDs of another PID namespace. A PID counts as this
+            # host's process only when /proc has it under the name nvidia-smi gives (issue 13).
+            identity = identity_of(app["pid"], read_file)
+            here[app["pid"]] = bool(identity and name_matches(app["process_name"], identity))
 
     result = assemble(gpus, apps, cuda, units)
+    for proc in result["processes"]:
+        proc["pid_here"] = here.get(proc["pid"]) if read_file is not None else None
     result["nvidia_smi"] = nvidia_smi
     result["reason"] = None
+    result["nvidia_smi_failed"] = False
     result["warnings"] = warnings
     return result

@@ -26,25 +26,21 @@ author:
 options:
   nvidia_smi:
     description:
-      - Path of the C(nvidia-smi) binary. By default it is looked up on C(PATH) and in C(/usr/bin),
-        C(/usr/local/bin), C(/usr/local/nvidia/bin).
+      - Path of the C(nvidia-smi) binary, or a command name (no C(/)) looked up on C(PATH) and in
+        C(/usr/bin), C(/usr/local/bin), C(/usr/local/nvidia/bin). By default C(nvidia-smi) is looked up there.
+      - A path that does not exist counts as a host without C(nvidia-smi) (C(gpus=[]) and a C(reason)).
     type: path
   identify_units:
     description:
       - Read C(/proc/<pid>/cgroup) of each GPU process to name the systemd unit it belongs to.
     type: bool
     default: true
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same way in check mode.
-  diff_mode:
-    support: none
-    description: Reports only; there is nothing to diff.
   platform:
-    support: full
-    platforms: posix
-    description: Linux hosts (nvidia-smi, /proc).
+    details: Linux hosts (nvidia-smi, /proc).
 notes:
   - Memory numbers are MiB as C(nvidia-smi) prints them with C(nounits); the C(*_gib) values are the same
     numbers divided by 1024, the unit SGLang's logs label "GB".
@@ -84,10 +80,17 @@ reason:
   type: str
   sample: nvidia-smi not found on PATH or in /usr/bin, /usr/local/bin, /usr/local/nvidia/bin
 nvidia_smi:
-  description: The nvidia-smi binary used.
+  description: The nvidia-smi binary used; null when none was found.
   returned: always
   type: str
   sample: /usr/bin/nvidia-smi
+nvidia_smi_failed:
+  description:
+    - Whether nvidia-smi was found but failed or printed what could not be parsed (no driver loaded, ...).
+    - False on a host without nvidia-smi and where it lists no GPU.
+  returned: always
+  type: bool
+  sample: false
 driver_version:
   description: NVIDIA driver version.
   returned: always
@@ -208,12 +211,20 @@ processes:
       description: The systemd unit the process runs in (from /proc/<pid>/cgroup), or null.
       type: str
       sample: sglang-kimi.service
+    pid_here:
+      description:
+        - Whether this host's /proc has the PID under the name nvidia-smi gives. False in a container that sees
+          the PIDs of another PID namespace (or a process that just exited): such a process is neither the
+          server's nor one to stop. Null when O(identify_units=false).
+      type: bool
 warnings:
   description: Problems that did not stop the report (the process list could not be read, ...).
   returned: when GPUs were found
   type: list
   elements: str
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -238,9 +249,15 @@ def main():
         ),
         supports_check_mode=True,
     )
-    binary = module.params["nvidia_smi"] or module.get_bin_path("nvidia-smi", opt_dirs=SEARCH_DIRS)
+    wanted = module.params["nvidia_smi"] or "nvidia-smi"
+    if "/" in wanted:
+        binary = wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
+        where = "(no executable file there)"
+    else:
+        binary = module.get_bin_path(wanted, opt_dirs=SEARCH_DIRS)
+        where = "on PATH or in %s" % ", ".join(SEARCH_DIRS)
     if not binary:
-        module.exit_json(changed=False, **no_gpus("nvidia-smi not found on PATH or in %s" % ", ".join(SEARCH_DIRS)))
+        module.exit_json(changed=False, **no_gpus("%s not found %s" % (wanted, where)))
 
     def run(argv):
         try:

@@ -130,17 +130,25 @@ options:
     type: list
     elements: dict
     default: []
+  running_service:
+    description:
+      - The server's systemd unit (V(sglang-kimi) or V(sglang-kimi.service)). When it is running, the plan is made
+        for the host "after the stop": on each GPU the memory of the unit's own processes (nvidia-smi compute apps
+        of O(gpus) whose PID is in the unit's cgroup and is the process nvidia-smi names) is added to the free
+        memory, and in host RAM what the stop frees (the larger of the invocation's pinned HiCache pool, from its
+        journal lines, and the cgroup's memory less page cache) is added to MemAvailable.
+      - Without O(weights_gb_per_gpu), the weights are the running invocation's C(Load weight end ... mem usage=).
+      - PIDs nvidia-smi lists that this host cannot tie to one of its processes (another PID namespace, e.g. a
+        host in a container) are reported and count neither way.
+      - Both views are returned (RV(running_server)); RV(fits) is decided "after the stop". A unit that is not
+        running changes nothing.
+    type: str
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
 attributes:
-  check_mode:
-    support: full
-    description: Read-only; runs the same way in check mode.
-  diff_mode:
-    support: none
-    description: Reports only; there is nothing to diff.
   platform:
-    support: full
-    platforms: posix
-    description: Linux hosts (nvidia-smi, /proc).
+    details: Linux hosts (nvidia-smi, /proc).
 seealso:
   - module: gpuserve.sglang.nvidia_gpu_info
 """
@@ -350,17 +358,45 @@ compare_table:
   returned: always
   type: list
   elements: str
+running_server:
+  description:
+    - The running unit of O(running_service) and what its stop gives back. C(running) false when it is not
+      running (then nothing else is added).
+    - C(views) has the arithmetic, "now" and "after the stop", one line each; C(gpus) per GPU C(memory_free_mib_now),
+      C(server_mib), C(unverified_mib), C(memory_free_mib_after_stop); C(host) the HiCache pool, the cgroup memory
+      and MemAvailable now / after; C(processes) each nvidia-smi process with C(owner) (server, foreign,
+      unverified) and C(why); C(notes) what could not be read or tied; C(plan_now) the plan on today's numbers
+      (C(fits), C(problems), C(summary)).
+  returned: when running_service is given
+  type: dict
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _running_server as rs
 
 
-def _gpu_memory(module, params, sources):
+def _read(path):
+    try:
+        with open(path, "r") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None
+
+
+def _gpu_memory(module, params, sources, after_stop=None):
+    """GiB SGLang starts from. ``after_stop``: rows of rs.gpu_after_stop (the running server's memory back)."""
     if params["gpu_memory_gb"] is not None:
         sources["gpu_memory"] = "given (gpu_memory_gb)"
         return params["gpu_memory_gb"] - params["gpu_overhead_gb"]
+    if after_stop is not None:
+        free_after = dict((r["index"], r["memory_free_mib_after_stop"]) for r in after_stop)
+        params = dict(params)
+        params["gpus"] = [dict(g, memory_free_mib=free_after.get(g.get("index"), g.get("memory_free_mib")))
+                          for g in params["gpus"] or []]
     gpus = params["gpus"] or []
     if not gpus:
         module.fail_json(msg="no GPU memory to plan from: give gpu_memory_gb (GiB free per GPU) or gpus "
@@ -371,8 +407,9 @@ def _gpu_memory(module, params, sources):
         module.fail_json(msg="the gpus list has no memory_free_mib values")
     if len(gpus) < params["tp"]:
         module.warn("planning TP %d with the memory of %d GPUs" % (params["tp"], len(gpus)))
-    sources["gpu_memory"] = "nvidia_gpu_info: smallest memory.free of GPUs %s = %d MiB, less %.2f GiB overhead" % (
-        ",".join(str(g.get("index")) for g in gpus), min(free), params["gpu_overhead_gb"])
+    sources["gpu_memory"] = "nvidia_gpu_info: smallest memory.free%s of GPUs %s = %d MiB, less %.2f GiB overhead" % (
+        " after the stop" if after_stop is not None else "", ",".join(str(g.get("index")) for g in gpus), min(free),
+        params["gpu_overhead_gb"])
     return min(free) / 1024.0 - params["gpu_overhead_gb"]
 
 
@@ -403,6 +440,7 @@ def main():
             weights_gb_per_gpu=dict(type="float"),
             mem_available_gb=dict(type="float"),
             compare=dict(type="list", elements="dict", default=[]),
+            running_service=dict(type="str"),
         ),
         required_one_of=[("model_path", "geometry")],
         supports_check_mode=True,
@@ -417,11 +455,27 @@ def main():
             geometry = mp.geometry_from_config(mp.load_model_config(params["model_path"]))
             sources["geometry"] = "config.json of %s" % params["model_path"]
 
-        total_gib = _gpu_memory(module, params, sources)
+        running = None
+        if params["running_service"]:
+            try:
+                unit = rs.unit_name(params["running_service"])
+            except ValueError as exc:
+                module.fail_json(msg="running_service: %s" % exc)
+            processes = [p for g in params["gpus"] or [] for p in g.get("processes") or []]
+            running = rs.gather(module.run_command, _read, unit, {"processes": processes}, readlink=os.readlink)
+        after_stop = None
+        if running and running["running"] and params["gpu_memory_gb"] is None and params["gpus"]:
+            after_stop = rs.gpu_after_stop(params["gpus"], running["processes"])
+        total_now = _gpu_memory(module, params, {})
+        total_gib = _gpu_memory(module, params, sources, after_stop)
 
         weights = params["weights_gb_per_gpu"]
         if weights is not None:
             sources["weights"] = "given (weights_gb_per_gpu)"
+        elif running and running["running"] and running.get("weights_gb_per_gpu"):
+            weights = running["weights_gb_per_gpu"]
+            sources["weights"] = ("the running invocation's journal: Load weight end ... mem usage=%.2f GB (largest of "
+                                  "%d rank(s))" % (weights, len(running["weights_gb_by_rank"])))
         else:
             size = mp.model_files_bytes(params["model_path"])
             if not size:
@@ -444,6 +498,14 @@ def main():
                 module.fail_json(msg="/proc/meminfo has no MemAvailable; give mem_available_gb")
             sources["mem_available"] = "/proc/meminfo MemAvailable"
 
+        mem_now = mem
+        host = None
+        if running and running["running"]:
+            host = rs.host_after_stop(mem_now, running["hicache_gb_by_rank"], running["memory_current_bytes"],
+                                      {"file": running["memory_stat_file_bytes"] or 0})
+            mem = host["mem_available_bytes_after_stop"]
+            sources["mem_available"] += " + what stopping %s frees (%s)" % (running["unit"], host["freed_from"])
+
         base = dict(
             tp=params["tp"],
             mem_fraction_static=params["mem_fraction_static"],
@@ -459,11 +521,20 @@ def main():
         )
         plan = mp.make_plan(**base)
         rows, plans, table = mp.compare(base, params["compare"])
+        if running is not None:
+            running = rs.views(running, base, total_now, mem_now, after_stop, host, plan)
     except mp.PlanError as exc:
         module.fail_json(msg=str(exc))
 
     plan.pop("name", None)
-    module.exit_json(changed=False, sources=sources, compare=rows, compare_plans=plans, compare_table=table, **plan)
+    extra = {}
+    if running is not None:
+        extra["running_server"] = running
+        if running["running"]:
+            plan["summary"] = "Planned for after the stop of %s (now: %s). %s" % (
+                running["unit"], "fits" if running["plan_now"]["fits"] else "does not fit", plan["summary"])
+    module.exit_json(changed=False, sources=sources, compare=rows, compare_plans=plans, compare_table=table,
+                     **dict(plan, **extra))
 
 
 if __name__ == "__main__":

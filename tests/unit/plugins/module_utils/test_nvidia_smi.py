@@ -134,7 +134,9 @@ def test_gather_real_texts_with_processes():
     assert result["reason"] is None
     assert result["processes"] == [{
         "gpu_uuid": "GPU-35f881f8-a197-ce85-2d34-2cd7aa2255fc", "pid": 777, "process_name": "python3",
-        "used_memory_mib": 2048, "gpu_index": 1, "unit": "other.service"}]
+        "used_memory_mib": 2048, "gpu_index": 1, "unit": "other.service",
+        # every /proc file here reads as the cgroup line: no process named python3 -> not this namespace's pid
+        "pid_here": False}]
     assert result["gpus"][1]["processes"][0]["pid"] == 777
     assert result["gpus"][0]["processes"] == []
     assert calls[0][1].startswith("--query-gpu=index,uuid,name,pci.bus_id,memory.total")
@@ -162,3 +164,33 @@ def test_gather_cuda_from_q_when_header_lacks_it():
 def test_no_gpus_shape():
     result = smi.no_gpus("nvidia-smi not found")
     assert result["gpus"] == [] and result["reason"] == "nvidia-smi not found"
+
+
+def test_gather_mixed_drivers_reports_the_oldest_by_number():
+    # a host mid-upgrade: GPU 0 on 575, GPU 1 on 580; and 1000.x must not sort before 580.x as text
+    lines = section("query-gpu").strip().splitlines()
+    mixed = lines[0].replace("580.159.04", "575.57.08") + "\n" + lines[1] + "\n"
+    run, _calls = fake_runner({"--query-gpu": (0, mixed, ""), "--query-compute-apps": (0, "", ""), "": (0, "", "")})
+    result = smi.gather(run, "/usr/bin/nvidia-smi")
+    assert (result["driver_version"], result["driver_major"]) == ("575.57.08", 575)
+    assert sorted(g["driver_version"] for g in result["gpus"]) == ["575.57.08", "580.159.04"]
+    newer = lines[0].replace("580.159.04", "1000.10.1") + "\n" + lines[1] + "\n"
+    run, _calls = fake_runner({"--query-gpu": (0, newer, ""), "--query-compute-apps": (0, "", ""), "": (0, "", "")})
+    assert smi.gather(run, "/usr/bin/nvidia-smi")["driver_major"] == 580
+
+
+def test_gather_failed_and_unparsable_are_flagged_but_no_gpus_is_not():
+    message = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
+    run, _calls = fake_runner({"--query-gpu": (9, message, "")})
+    assert smi.gather(run, "/usr/bin/nvidia-smi")["nvidia_smi_failed"] is True
+    # rc=0 but the text is not the CSV we asked for (what the cuda role refused before with its own parser)
+    run, _calls = fake_runner({"--query-gpu": (0, message, "")})
+    result = smi.gather(run, "/usr/bin/nvidia-smi")
+    assert result["nvidia_smi_failed"] is True and "could not parse" in result["reason"]
+    run, _calls = fake_runner({"--query-gpu": (0, "", "")})
+    result = smi.gather(run, "/usr/bin/nvidia-smi")
+    assert result["nvidia_smi_failed"] is False and result["reason"] == "nvidia-smi lists no GPUs"
+    assert smi.no_gpus("nvidia-smi not found")["nvidia_smi_failed"] is False
+    run, _calls = fake_runner({"--query-gpu": (0, section("query-gpu"), ""), "--query-compute-apps": (0, "", ""),
+                               "": (0, section("nvidia-smi"), "")})
+    assert smi.gather(run, "/usr/bin/nvidia-smi")["nvidia_smi_failed"] is False

@@ -92,3 +92,15 @@ def test_explicit_geometry_and_meminfo(tmp_path):
     assert result["cell_size_bytes"] == 70272
     assert result["sources"]["mem_available"] == "/proc/meminfo MemAvailable"
     assert result["mem_available_bytes"] > 0
+
+
+def test_running_service_that_is_not_running_changes_nothing(tmp_path):
+    # issue 13: the "after the stop" plan only adds back what a RUNNING unit holds
+    plain = run_module(tmp_path, dict(REFERENCE, ratio=4))
+    result = run_module(tmp_path, dict(REFERENCE, ratio=4, running_service="gpuserve-no-such-unit"))
+    assert result["running_server"]["running"] is False
+    assert result["running_server"]["views"][0].startswith("gpuserve-no-such-unit.service is ")
+    assert (result["fits"], result["kv_tokens_per_rank"], result["summary"]) == (
+        plain["fits"], plain["kv_tokens_per_rank"], plain["summary"])
+    bad = run_module(tmp_path, dict(REFERENCE, running_service="a/b"))
+    assert bad["failed"] and "running_service" in bad["msg"]
