@@ -29,8 +29,7 @@ def _render(name, **extra):
         defaults = yaml.safe_load(handle)
     values = {"nccl_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
               "nccl_tuning_env_file": EVIL, "nccl_tuning_site_dir": EVIL,
-              "nccl_tuning_file_created": False, "nccl_tuning_newline_added": False,
-              "_nccl_tuning_file_created": False, "_nccl_tuning_newline_added": False}
+              "_nccl_tuning_sc": {"file_created": False, "newline_added": False}}
     values.update(extra)
     return env.get_template(name).render(**values)
 

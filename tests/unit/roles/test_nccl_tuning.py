@@ -94,7 +94,7 @@ def _render(name, **extra):
     defaults = _defaults()
     values = {"nccl_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
               "nccl_tuning_env_file": "/etc/sglang/nccl.env", "nccl_tuning_site_dir": "/opt/sglang/venv/lib/python3/site-packages",
-              "nccl_tuning_file_created": False, "nccl_tuning_newline_added": False}
+              "_nccl_tuning_sc": {"file_created": False, "newline_added": False}}
     values.update(extra)
     return env.get_template(name).render(**values)
 
