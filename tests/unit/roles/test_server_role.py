@@ -129,11 +129,22 @@ def test_unit_template_production_settings():
                        ("KillMode", "control-group"), ("KillSignal", "SIGTERM"), ("WantedBy", "multi-user.target")]:
         assert s[key] == [value], key
     assert s["EnvironmentFile"] == ["-/etc/sglang/nccl.env", "/etc/sglang/sglang-kimi.env"]
-    assert s["Environment"] == ["CUDA_HOME=/usr/local/cuda-13.0",
-                                "PATH=/opt/sglang/venv/bin:/usr/local/cuda-13.0/bin:/usr/bin:/bin",
-                                "LD_LIBRARY_PATH=/usr/local/cuda-13.0/lib64"]
-    assert "User" not in s
-    assert len(text.splitlines()) < 40  # the template stays short: the command line comes from the filter
+    assert s["Environment"][:3] == ["CUDA_HOME=/usr/local/cuda-13.0",
+                                    "PATH=/opt/sglang/venv/bin:/usr/local/cuda-13.0/bin:/usr/bin:/bin",
+                                    "LD_LIBRARY_PATH=/usr/local/cuda-13.0/lib64"]
+    # issue 14: by default the unit runs sandboxed as the system user sglang, with a writable cache for the JITs
+    assert s["User"] == ["sglang"] and s["Group"] == ["sglang"]
+    assert s["Environment"][3].startswith("HOME=/var/lib/sglang XDG_CACHE_HOME=/var/cache/sglang")
+    for key, value in [("NoNewPrivileges", "yes"), ("ProtectSystem", "strict"), ("ProtectHome", "yes"),
+                       ("PrivateTmp", "yes"), ("ProtectKernelTunables", "yes"), ("ProtectKernelModules", "yes"),
+                       ("ProtectControlGroups", "yes"), ("RestrictSUIDSGID", "yes"), ("RestrictNamespaces", "yes"),
+                       ("LockPersonality", "yes"), ("CapabilityBoundingSet", ""), ("UMask", "0077"),
+                       ("DevicePolicy", "closed"), ("CacheDirectory", "sglang"), ("StateDirectory", "sglang")]:
+        assert s[key] == [value], key
+    assert s["DeviceAllow"] == ["/dev/nvidiactl rw", "char-nvidia-frontend rw", "char-nvidia-uvm rw",
+                                "char-nvidia-caps rw", "/dev/nvidia-modeset rw"]
+    assert "PrivateDevices" not in s and "MemoryDenyWriteExecute" not in s  # they would hide the GPUs / break JIT
+    assert len(_render_unit(sglang_unit_sandbox=False, sglang_user="").splitlines()) < 40  # short without it
 
 
 def test_unit_template_overrides_user_and_api_key():

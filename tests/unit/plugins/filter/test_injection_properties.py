@@ -117,7 +117,7 @@ def test_unit_extra_adds_only_its_directives(value, name):
         return
     expected = list(BASELINE_EXTRA)
     if name == "ReadWritePaths":
-        expected.insert(expected.index("DeviceAllow") + 2, "ReadWritePaths")
+        expected.insert(expected.index("[Install]"), "ReadWritePaths")
     assert _directives(unit) == expected
 
 
