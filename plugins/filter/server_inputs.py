@@ -122,6 +122,11 @@ def sglang_input_problems(inputs):
     for path in _unit_list(inputs.get("sglang_unit_read_write_paths")):
         if not re.fullmatch(r"-?/[^\s\x00-\x1f\x7f]*", _text(path)):
             add("sglang_unit_read_write_paths: %r must be an absolute path without spaces" % (path,))
+    if "sglang_unit_device_allow" in inputs:
+        try:
+            sglang_unit_extra({"DeviceAllow": _unit_list(inputs["sglang_unit_device_allow"])}, "sglang_unit_device_allow")
+        except AnsibleFilterError as exc:
+            add(str(exc))
     if "sglang_unit_extra" in inputs:
         try:
             sglang_unit_extra(inputs["sglang_unit_extra"])

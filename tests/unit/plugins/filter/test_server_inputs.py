@@ -122,3 +122,9 @@ def test_admin_key_with_control_characters_is_refused_without_showing_it():
                                        (["relative"], False), (["/x\nExecStartPre=+/bin/sh"], False)])
 def test_read_write_paths(paths, ok):
     assert (problems(sglang_unit_read_write_paths=paths) == []) is ok
+
+
+def test_device_allow_without_control_characters():
+    assert problems(sglang_unit_device_allow=["/dev/nvidiactl rw", "char-nvidia-frontend rw"]) == []
+    found = problems(sglang_unit_device_allow=["/dev/nvidiactl rw\nUser=root"])
+    assert found and "sglang_unit_device_allow" in found[0]
