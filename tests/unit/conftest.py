@@ -13,3 +13,18 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def run_play(tmp_path, play, extra_vars=()):
+    """Run a playbook text on this machine (connection local, the checkout as gpuserve.sglang); extra_vars are
+    -e arguments. Returns (return code, stdout + stderr)."""
+    path = tmp_path / "play.yml"
+    path.write_text(play)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+           "-e", "ansible_python_interpreter=" + sys.executable, str(path)]
+    for item in extra_vars:
+        cmd += ["-e", item]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout + proc.stderr

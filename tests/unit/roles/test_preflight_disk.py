@@ -7,10 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
-from conftest import COLLECTIONS, ROOT
+from conftest import run_play
 
 PLAY = """
 - hosts: localhost
@@ -24,16 +22,8 @@ PLAY = """
 
 
 def run_paths(tmp_path, min_free_gb, log_dir):
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=" + sys.executable, str(play),
-           "-e", json.dumps({"sglang_preflight_check_paths": False, "sglang_preflight_log_dir": log_dir,
-                             "sglang_preflight_min_free_disk_gb": min_free_gb})]
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    return proc.returncode, proc.stdout + proc.stderr
+    return run_play(tmp_path, PLAY, [json.dumps({"sglang_preflight_check_paths": False, "sglang_preflight_log_dir": log_dir,
+                                                 "sglang_preflight_min_free_disk_gb": min_free_gb})])
 
 
 def test_too_little_disk_is_refused_with_the_numbers(tmp_path):

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import yaml
 
-from conftest import COLLECTIONS, ROOT
+from conftest import ROOT, run_play
 
 ROLE = os.path.join(ROOT, "roles", "server")
 
@@ -32,20 +30,9 @@ PLAY = """
 
 
 def run_flags(tmp_path, extra_vars):
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY)
     out_file = tmp_path / "inputs.json"
-    args = ["-e", "out_file=" + str(out_file)]
-    for item in extra_vars:
-        args += ["-e", item]
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
-               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=" + sys.executable, str(play)] + args
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    out = proc.stdout + proc.stderr
-    inputs = json.loads(out_file.read_text()) if out_file.exists() else None
-    return proc.returncode, out, inputs
+    rc, out = run_play(tmp_path, PLAY, ["out_file=" + str(out_file)] + list(extra_vars))
+    return rc, out, (json.loads(out_file.read_text()) if out_file.exists() else None)
 
 
 def test_flags_entry_point_has_the_profile_choices_of_main():

@@ -4,16 +4,13 @@ ansible.builtin.blockinfile round trip (write, then take out) that gives the ope
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.filter.managed_block import managed_block_state
 
-from conftest import COLLECTIONS, ROOT
+from conftest import run_play
 
 MARKER = "# {mark} gpuserve.sglang.nccl_tuning MANAGED BLOCK"
 BEGIN = "# BEGIN gpuserve.sglang.nccl_tuning MANAGED BLOCK\n"
@@ -105,15 +102,8 @@ PLAY = """
 
 
 def _blockinfile(tmp_path, path):
-    play = tmp_path / "play.yml"
-    play.write_text(PLAY)
-    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
-               ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
-    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=" + sys.executable, str(play),
-           "-e", json.dumps({"path": str(path), "marker": MARKER})]
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    rc, out = run_play(tmp_path, PLAY, [json.dumps({"path": str(path), "marker": MARKER})])
+    assert rc == 0, out[-3000:]
 
 
 @pytest.mark.parametrize("original", ["import os\nprint('site')", "import os\n", None])
