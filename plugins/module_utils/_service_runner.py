@@ -44,6 +44,7 @@ AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restar
 HEAD_LIMIT = 20000            # first read of an invocation: at most this many records from its start
 TAIL_SCAN = 2000              # ... and, when it held more, its last records (fatal texts, tail)
 HEALTH_FATAL = (401, 403, 404)
+PEEK_INTERVAL = 0.1           # while warming up (ready line imminent), a streaming reader also reads directly
 QUIET_LOG_LEVELS = ("warning", "error", "critical")
 STOP_KILLED_RE = re.compile(r"State '(?:stop-sigterm|final-sigterm|stop-post|stop)' timed out\. Killing\.|"
                             r"Killing process \d+ \(.*\) with signal SIGKILL|"
@@ -142,6 +143,7 @@ class ServiceRunner(object):
         self.t_ready = None
         self.hicache_settled = False
         self.woke_on_line = False
+        self.peeking = False
 
     # ---- helpers -------------------------------------------------------------------------------
     @property
@@ -180,9 +182,15 @@ class ServiceRunner(object):
     def pause(self):
         wait = max(0.0, min(self.poll_interval, self.remaining()))
         self.woke_on_line = False
+        self.peeking = False
         if self.journal is not None and hasattr(self.journal, "wait") and not self.watch.ready_line:
             # Streaming: wake up as soon as a line of the invocation arrives (at most poll_interval). After the
-            # ready line only /health is awaited, whose own access-log lines must not make this spin.
+            # ready line only /health is awaited, whose own access-log lines must not make this spin. While
+            # warming up (HTTP server up, ready line imminent) wake every PEEK_INTERVAL and read directly too:
+            # journald notifies followers up to ~0.25 s after it wrote a record.
+            if self.watch.http_start_ts is not None:
+                self.peeking = True
+                wait = min(wait, PEEK_INTERVAL)
             self.woke_on_line = bool(self.journal.wait(wait))
             return
         self.sleep(wait)
@@ -521,7 +529,7 @@ class ServiceRunner(object):
                     self.check_deadline()
                     self.pause()
                     continue
-            fresh = (self.woke_on_line and last_show is not None and
+            fresh = ((self.woke_on_line or self.peeking) and last_show is not None and
                      self.clock() - last_show[0] < self.poll_interval)
             if new_state is None and fresh:
                 # Woken by a journal line: the unit state read less than poll_interval ago stands (a ready
@@ -678,7 +686,10 @@ class ServiceRunner(object):
         return st
 
     def read_journal(self):
-        self._feed(self.journal.read())
+        if self.peeking:
+            self._feed(self.journal.read(peek=True))
+        else:
+            self._feed(self.journal.read())
 
     def settle(self):
         self.sleep(min(SETTLE_SECONDS, max(0.0, self.remaining())))

@@ -171,3 +171,29 @@ def test_follower_streams_records_as_they_arrive(tmp_path):
     finally:
         follower.close()
     assert follower.proc is None
+
+
+def test_follower_peek_reads_before_the_notification_and_never_twice(tmp_path):
+    """journald notifies followers late: a direct read (peek) gets the record first; the follower's later copy
+    of the same record is dropped."""
+    rec = [json.dumps({"MESSAGE": "line %d" % i, "__CURSOR": "c%d" % i, "_SYSTEMD_INVOCATION_ID": INV})
+           for i in range(3)]
+    script = tmp_path / "journalctl"
+    # the follower delivers line 0 at once, lines 1-2 only after 1 s (a late notification)
+    script.write_text("#!/bin/sh\nprintf '%%s\\n' '%s'\nsleep 1\nprintf '%%s\\n' '%s' '%s'\nexec sleep 30\n"
+                      % tuple(rec))
+    script.chmod(0o755)
+
+    def run(argv, **_kw):
+        assert "--after-cursor=c0" in argv
+        return 0, "\n".join(rec[1:]) + "\n", ""
+    follower = jr.JournalFollower(run, INV, str(script))
+    try:
+        assert follower.wait(5.0)
+        assert [e.message for e in follower.read()] == ["line 0"]
+        assert [e.message for e in follower.read(peek=True)] == ["line 1", "line 2"]
+        assert follower.wait(5.0)                     # the follower's late copies arrive...
+        assert follower.read() == []                  # ...and are dropped
+        assert follower.entries_read == 3 and follower.cursor == "c2" and follower.peeks == 1
+    finally:
+        follower.close()
