@@ -19,7 +19,7 @@ description:
     healthy worker.
   - V(present) waits until each worker answers its own C(/health) with 200, adds it to every router that does
     not list it, and waits until every router answers C(/health) 200 and lists every worker as healthy.
-  - V(verified) changes nothing: every router answers C(/health) 200 and lists every worker as healthy (waits up
+  - V(verified) changes nothing; every router answers C(/health) 200 and lists every worker as healthy (waits up
     to O(timeout)). V(status) only reads.
   - Runs where it is delegated (it needs HTTP to the routers and the workers), Python standard library only.
 author:
