@@ -21,14 +21,7 @@ NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 echo "GPUs: $NGPU"
 
 step "1. nvidia_gpu_info: the module's whole result"
-cat > "$WORK/info.yml" <<'YAML'
-- name: nvidia_gpu_info on this GPU machine
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Read the GPUs
-      gpuserve.sglang.nvidia_gpu_info:
-      register: info
+gpu_info_playbook "nvidia_gpu_info on this GPU machine" > "$WORK/info.yml" <<'YAML'
     - name: Print the result
       ansible.builtin.debug:
         msg: "{{ info | to_nice_json }}"
@@ -49,14 +42,7 @@ cat "$WORK/info.log"
 if [ $rc -eq 0 ]; then ok "nvidia_gpu_info read $NGPU GPU(s), driver >= 580, CUDA 13"; else bad "nvidia_gpu_info (rc=$rc)"; fi
 
 step "2. sglang_memory_plan with the real GPU memory: Kimi-K2.5 geometry (config.json fixture), TP = GPUs here"
-cat > "$WORK/plan.yml" <<'YAML'
-- name: sglang_memory_plan on this GPU machine
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Read the GPUs
-      gpuserve.sglang.nvidia_gpu_info:
-      register: info
+gpu_info_playbook "sglang_memory_plan on this GPU machine" > "$WORK/plan.yml" <<'YAML'
     - name: Plan Kimi-K2.5 (MLA 512+64, 61 layers) with 72.3 GiB of weights per GPU and this host's MemAvailable
       gpuserve.sglang.sglang_memory_plan:
         tp: "{{ info.count }}"

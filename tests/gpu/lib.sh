@@ -39,6 +39,14 @@ bad() { echo "--- RESULT: FAIL: $*"; FAILED+=("$*"); }
 
 gpu_play() { "$PY" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$PY" "$@"; }
 
+# gpu_info_playbook NAME < TASKS: a local playbook whose first task reads the GPUs into `info`
+# (gpuserve.sglang.nvidia_gpu_info), followed by the tasks given on stdin (indented as list items of `tasks:`).
+gpu_info_playbook() {
+  printf -- '- name: %s\n  hosts: localhost\n  gather_facts: false\n  tasks:\n' "$1"
+  printf -- '    - name: Read the GPUs\n      gpuserve.sglang.nvidia_gpu_info:\n      register: info\n'
+  cat
+}
+
 # The summary line; exit 0 when no step failed, 1 otherwise.
 gpu_lib_finish() {
   echo

@@ -26,14 +26,7 @@ ls -l /dev/nvidia* 2>&1
 grep -i nvidia /proc/devices
 
 step "2. nvidia_gpu_info while the probe holds its memory"
-cat > "$WORK/info.yml" <<'YAML'
-- name: nvidia_gpu_info with a CUDA process running
-  hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Read the GPUs
-      gpuserve.sglang.nvidia_gpu_info:
-      register: info
+gpu_info_playbook "nvidia_gpu_info with a CUDA process running" > "$WORK/info.yml" <<'YAML'
     - name: Show the GPUs and their processes
       ansible.builtin.debug:
         var: info

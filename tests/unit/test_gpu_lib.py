@@ -54,3 +54,13 @@ def test_every_check_sources_the_lib():
         assert "mktemp -d" not in text and "FAILED=()" not in text, path
     with open(os.path.join(ROOT, "tests", "gpu", "run_all.sh")) as handle:
         assert "lib.sh) continue" in handle.read()
+
+
+def test_info_playbook_reads_the_gpus_first():
+    import yaml
+    proc = _bash('. "%s"; gpu_info_playbook "a check" <<\'YAML\'\n'
+                 '    - name: Print\n      ansible.builtin.debug:\n        var: info\nYAML' % LIB)
+    play = yaml.safe_load(proc.stdout)
+    assert play[0]["name"] == "a check" and play[0]["hosts"] == "localhost"
+    assert [t["name"] for t in play[0]["tasks"]] == ["Read the GPUs", "Print"]
+    assert "gpuserve.sglang.nvidia_gpu_info" in play[0]["tasks"][0] and play[0]["tasks"][0]["register"] == "info"
