@@ -214,7 +214,7 @@ processes:
     pid_here:
       description:
         - Whether this host's /proc has the PID under the name nvidia-smi gives. False in a container that sees
-          the PIDs of another PID namespace (or a process that just exited): such a process is neither the
+          the PIDs of another PID namespace (or a process that just exited); such a process is neither the
           server's nor one to stop. Null when O(identify_units=false).
       type: bool
 warnings:

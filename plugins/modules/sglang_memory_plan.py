@@ -133,7 +133,7 @@ options:
   running_service:
     description:
       - The server's systemd unit (V(sglang-kimi) or V(sglang-kimi.service)). When it is running, the plan is made
-        for the host "after the stop": on each GPU the memory of the unit's own processes (nvidia-smi compute apps
+        for the host "after the stop" - on each GPU the memory of the unit's own processes (nvidia-smi compute apps
         of O(gpus) whose PID is in the unit's cgroup and is the process nvidia-smi names) is added to the free
         memory, and in host RAM what the stop frees (the larger of the invocation's pinned HiCache pool, from its
         journal lines, and the cgroup's memory less page cache) is added to MemAvailable.
