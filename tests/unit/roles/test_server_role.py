@@ -56,7 +56,7 @@ def test_phases_and_tags():
 
 def test_production_defaults_of_the_unit():
     expected = {
-        "sglang_service_name": "sglang-kimi", "sglang_python": "/opt/sglang/venv/bin/python",
+        "sglang_service_name": "sglang-kimi", "sglang_venv": "/opt/sglang/venv", "sglang_python": "{{ sglang_venv }}/bin/python",
         "sglang_launcher": "sglang.launch_server", "sglang_host": "127.0.0.1", "sglang_port": 30000,
         "sglang_unit_restart": "on-failure", "sglang_unit_restart_sec": 30, "sglang_unit_timeout_start_sec": 900,
         "sglang_unit_timeout_stop_sec": 60, "sglang_unit_limit_nofile": 65536, "sglang_unit_limit_memlock": "infinity",
@@ -102,7 +102,7 @@ def _render_unit(**over):
                                     "LD_LIBRARY_PATH": "/usr/local/cuda-13.0/lib64"},
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang (kimi)",
-        "server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
+        "_server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
                                            prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
         "ansible_managed": "Ansible managed",
     })
@@ -178,7 +178,7 @@ def test_secrets_never_logged():
         tasks = _yaml("tasks", name)
         for task in tasks:
             body = yaml.safe_dump(task)
-            if "server_env_content" in body and ("copy" in body or "set_fact" in body):
+            if "_server_env_content" in body and ("copy" in body or "set_fact" in body):
                 assert task.get("no_log") is True, task["name"]
 
 
