@@ -141,7 +141,9 @@ def test_unit_template_production_settings():
                        ("LockPersonality", "yes"), ("CapabilityBoundingSet", ""), ("UMask", "0077"),
                        ("DevicePolicy", "closed"), ("CacheDirectory", "sglang"), ("StateDirectory", "sglang")]:
         assert s[key] == [value], key
-    assert s["DeviceAllow"] == ["/dev/nvidiactl rw", "char-nvidia-frontend rw", "char-nvidia-uvm rw",
+    # char-nvidia: major 195's /proc/devices name on driver 580 (docs/validation.md, an H200): without it under
+    # DevicePolicy=closed the unit could not open /dev/nvidia0; char-nvidia-frontend is its name on older drivers.
+    assert s["DeviceAllow"] == ["/dev/nvidiactl rw", "char-nvidia rw", "char-nvidia-frontend rw", "char-nvidia-uvm rw",
                                 "char-nvidia-caps rw", "/dev/nvidia-modeset rw"]
     assert "PrivateDevices" not in s and "MemoryDenyWriteExecute" not in s  # they would hide the GPUs / break JIT
     assert len(_render_unit(sglang_unit_sandbox=False, sglang_user="").splitlines()) < 40  # short without it
