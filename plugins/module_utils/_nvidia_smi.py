@@ -312,5 +312,5 @@ def gather(run, nvidia_smi, read_file=None):
     result["nvidia_smi"] = nvidia_smi
     result["reason"] = None
     result["nvidia_smi_failed"] = False
-    result["warnings"] = warnings
+    result["problems"] = warnings
     return result

@@ -217,8 +217,10 @@ processes:
           the PIDs of another PID namespace (or a process that just exited); such a process is neither the
           server's nor one to stop. Null when O(identify_units=false).
       type: bool
-warnings:
-  description: Problems that did not stop the report (the process list could not be read, ...).
+problems:
+  description:
+    - Problems that did not stop the report (the process list could not be read, ...); each is also given to
+      Ansible as a warning. (Not named C(warnings), since a module result key of that name is Ansible's own.)
   returned: when GPUs were found
   type: list
   elements: str
@@ -266,6 +268,8 @@ def main():
             return 127, "", str(exc)
 
     result = gather(run, binary, _read if module.params["identify_units"] else None)
+    for problem in result.get("problems") or []:
+        module.warn(problem)
     module.exit_json(changed=False, **result)
 
 

@@ -194,3 +194,16 @@ def test_gather_failed_and_unparsable_are_flagged_but_no_gpus_is_not():
     run, _calls = fake_runner({"--query-gpu": (0, section("query-gpu"), ""), "--query-compute-apps": (0, "", ""),
                                "": (0, section("nvidia-smi"), "")})
     assert smi.gather(run, "/usr/bin/nvidia-smi")["nvidia_smi_failed"] is False
+
+
+def test_problems_are_not_returned_under_ansibles_own_warnings_key():
+    # A result key named 'warnings' is Ansible's (deprecated in ansible-core 2.19: it printed a DEPRECATION
+    # WARNING on every run with a GPU, seen on an H200): the module's own problems come back as 'problems'.
+    run, _calls = fake_runner({
+        "--query-gpu": (0, section("query-gpu"), ""),
+        "--query-compute-apps": (9, "", "boom"),
+        "": (0, section("nvidia-smi"), ""),
+    })
+    result = smi.gather(run, "/usr/bin/nvidia-smi", None)
+    assert "warnings" not in result
+    assert result["problems"] and "rc=9" in result["problems"][0]
