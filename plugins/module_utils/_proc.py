@@ -76,3 +76,12 @@ def run(argv, timeout=DEFAULT_TIMEOUT, max_lines=None, env=None):
     if timed_out:
         return RunResult(TIMEOUT_RC, out, "%s timed out after %.0f s" % (argv[0], timeout))
     return RunResult(rc, out, err)
+
+
+def read_text(path):
+    """The text of a file (``/proc/<pid>/cgroup``, ``/proc/meminfo``, ...), or None when it cannot be read."""
+    try:
+        with open(path, "r") as handle:
+            return handle.read()
+    except (IOError, OSError):
+        return None

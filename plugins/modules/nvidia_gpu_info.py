@@ -231,16 +231,9 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import gather, no_gpus
+from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text as _read
 
 SEARCH_DIRS = ["/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin"]
-
-
-def _read(path):
-    try:
-        with open(path, "r") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
 
 
 def main():

@@ -377,14 +377,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _running_server as rs
-
-
-def _read(path):
-    try:
-        with open(path, "r") as handle:
-            return handle.read()
-    except (IOError, OSError):
-        return None
+from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text as _read
 
 
 def _gpu_memory(module, params, sources, after_stop=None):
