@@ -41,8 +41,18 @@ def test_every_venv_variable_derives_from_sglang_venv():
             assert defaults[name] == options[name]["default"] == value, role
 
 
-# The roles that share the SGLang venv (the router role keeps its own venv, sglang_router_venv).
+# The roles that share the SGLang venv (the router role has its own venv, sglang_router_venv, also made by _common).
 VENV_ROLES = ("_common", "install", "cuda", "nccl_tuning", "server")
+
+
+def test_no_role_but_common_runs_python_m_venv():
+    for path in glob.glob(os.path.join(ROLES, "*", "tasks", "*.yml")):
+        rel = os.path.relpath(path, ROLES)
+        if rel.startswith("_common" + os.sep):
+            continue
+        with open(path) as handle:
+            text = handle.read()
+        assert "-m venv" not in text and "-m, venv" not in text, rel
 
 
 def test_only_common_creates_a_venv_or_names_the_venv_path():

@@ -49,9 +49,9 @@ def _render_unit(**over):
     variables = dict(DEFAULTS)
     variables.update({
         "ansible_managed": "Ansible managed",
-        "router_worker_urls": ["http://w1:30000", "http://w2:30000"],
-        "router_env_file": "/etc/sglang-router/sglang-router.env",
-        "router_flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
+        "_router_worker_urls": ["http://w1:30000", "http://w2:30000"],
+        "_router_env_file": "/etc/sglang-router/sglang-router.env",
+        "_router_flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
                          "worker-urls": ["http://w1:30000", "http://w2:30000"], "prometheus-port": 29000},
     })
     variables.update(over)
@@ -90,15 +90,15 @@ def test_secrets_never_logged():
     tasks = _yaml("tasks", "configure.yml")
     for task in tasks:
         body = yaml.safe_dump(task)
-        if "router_env_content" in body and ("copy" in body or "set_fact" in body):
+        if "_router_env_content" in body and ("copy" in body or "set_fact" in body):
             assert task.get("no_log") is True, task["name"]
 
 
 def test_preflight_refuses_managed_flags_in_extra_args():
-    managed = _yaml("vars", "main.yml")["router_managed_flags"]
+    managed = _yaml("vars", "main.yml")["_router_managed_flags"]
     assert {"worker-urls", "api-key", "port", "policy"} <= set(managed)
     text = open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8").read()
-    assert "sglang_router_extra_args.keys() | intersect(router_managed_flags)" in text
+    assert "sglang_router_extra_args.keys() | intersect(_router_managed_flags)" in text
 
 
 class _HV(dict):
