@@ -63,7 +63,7 @@ def one_request(host, port, path, body, headers, timeout):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--url", default="http://127.0.0.1:30000")
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=8)
@@ -110,7 +110,7 @@ def main(argv=None):
                     state["errors"][kind] = state["errors"].get(kind, 0) + 1
                     state["fail_times"].append(round(time.monotonic() - t0, 1))
 
-    threads = [threading.Thread(target=worker) for _ in range(args.concurrency)]
+    threads = [threading.Thread(target=worker) for dummy in range(args.concurrency)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Markdown table of the router rollout benchmark (the files molecule/router writes with ROUTER_BENCH_OUT)."""
 from __future__ import annotations

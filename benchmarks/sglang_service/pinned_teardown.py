@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """How long the kernel takes to end a process that holds N GB of CUDA-pinned host memory (HiCache's host pool).
 

@@ -158,7 +158,7 @@ def make_prompts(num_requests, input_len, prompt_file_lines=None):
     """The prompts, one per request: the file's lines in turn, or ``input_len`` words ("hello" is one token)."""
     if prompt_file_lines:
         return [prompt_file_lines[i % len(prompt_file_lines)] for i in range(num_requests)]
-    return [" ".join(["hello"] * input_len) for _ in range(num_requests)]
+    return [" ".join(["hello"] * input_len) for dummy in range(num_requests)]
 
 
 def one_request(endpoint, api, model, prompt, output_len, ignore_eos=True):
@@ -253,7 +253,7 @@ def run(url, api_key="", model="", num_requests=60, concurrency=30, input_len=10
                 next_index[0] += 1
             results[index] = one_request(endpoint, api, model, prompts[index], output_len, ignore_eos)
 
-    threads = [threading.Thread(target=worker) for _ in range(min(concurrency, num_requests))]
+    threads = [threading.Thread(target=worker) for dummy in range(min(concurrency, num_requests))]
     start = time.perf_counter()
     for thread in threads:
         thread.start()

@@ -113,7 +113,7 @@ class Fleet(object):
         except (ValueError, AttributeError):
             raise RouterError("router %s: GET /workers is not JSON: %s" % (router, text[:200]))
         return dict((normalize_url(w.get("url", "")), {"id": w.get("id"), "is_healthy": bool(w.get("is_healthy")),
-                                                        "load": int(w.get("load") or 0)}) for w in listed)
+                                                       "load": int(w.get("load") or 0)}) for w in listed)
 
     def router_healthy(self, router):
         return self.http("GET", router + "/health", headers=self.headers)[0] == 200
@@ -171,7 +171,7 @@ class Fleet(object):
                 return changed
             if self.clock() >= deadline:
                 raise RouterError("still listed after %ss: %s" % (timeout, ", ".join("%s on %s" % (w, r)
-                                                                                    for r, w in left)))
+                                                                                     for r, w in left)))
             self.sleep(self.poll)
 
     def wait_drained(self, batch, drain_timeout):

@@ -28,7 +28,7 @@ import re
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
-from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import unit_name  # noqa: F401 (re-exported)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import unit_name  # re-exported  # noqa: F401  # pylint: disable=unused-import
 
 GIB = 1 << 30
 GB = 1000 ** 3
@@ -222,7 +222,7 @@ def host_after_stop(mem_available_bytes, hicache_gb_by_rank, memory_current, mem
 def describe(server, gpu_rows, host, tp):
     """Both views with the arithmetic, one line each, for humans."""
     lines = []
-    used = [r for r in sorted(gpu_rows, key=lambda r: r["index"])][:tp] if tp else gpu_rows
+    used = sorted(gpu_rows, key=lambda r: r["index"])[:tp] if tp else gpu_rows
     if used:
         now = min(r["memory_free_mib_now"] for r in used if r["memory_free_mib_now"] is not None)
         after = min(r["memory_free_mib_after_stop"] for r in used if r["memory_free_mib_after_stop"] is not None)
@@ -356,4 +356,3 @@ def views(running, base, total_now, mem_now, after_stop, host, plan):
         "fits" if plan["fits"] else "does not fit"))
     running["views"] = lines + running["notes"]
     return running
-

@@ -216,7 +216,7 @@ class ServiceRunner(object):
         except (ServiceFailure, SystemdError, JournalError) as exc:
             ok = False
             self.result["msg"] = str(exc)
-        except Exception as exc:  # pylint: disable=broad-except - never a traceback: fail with what is known
+        except Exception as exc:  # never a traceback: fail with what is known  # pylint: disable=broad-except
             ok = False
             self.result["msg"] = "unexpected error while %s: %s: %s" % (self.phase, type(exc).__name__, exc)
             self.result["exception"] = traceback.format_exc()

@@ -24,7 +24,7 @@ def test_every_python_file_has_the_spdx_line():
     missing = []
     for path in _python_files():
         with open(path, encoding="utf-8") as handle:
-            head = [handle.readline().rstrip("\n") for _ in range(4)]
+            head = [handle.readline().rstrip("\n") for dummy in range(4)]
         if SPDX not in head:
             missing.append(os.path.relpath(path, ROOT))
     assert not missing, "no '%s' in the first lines of: %s" % (SPDX, ", ".join(sorted(missing)))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang maintainers
 """Start SGLang's launcher module with its secrets masked in what it logs (gpuserve.sglang.server).

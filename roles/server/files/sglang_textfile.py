@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang contributors
 """Node exporter textfile-collector metrics of one SGLang unit, written by a timer of gpuserve.sglang.server.

@@ -15,7 +15,7 @@ RULES = os.path.join(ROOT, "roles", "server", "files", "prometheus", "sglang.rul
 TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang.rules.test.yml")
 PROMTOOL = shutil.which("promtool")
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool absent (Debian package prometheus; "
-                                                              "scripts/test.sh installs it)")
+                                                             "scripts/test.sh installs it)")
 
 EXPECTED_ALERTS = {
     "SGLangUnitRestarted", "SGLangHiCacheNotVerified", "SGLangNoReadyServer", "SGLangKVCacheUsageHigh",

@@ -90,7 +90,7 @@ def test_profile_script_quotes_every_value(tmp_path, home):
     marker = tmp_path / "pwned"
     home = home.format(marker=marker)
     script = tmp_path / "cuda.sh"
-    script.write_text(_render("cuda.sh.j2", **dict(FACTS, cuda_home=home, cuda_bin=home + "/bin")))
+    script.write_text(_render("cuda.sh.j2", **{**FACTS, "cuda_home": home, "cuda_bin": home + "/bin"}))
     out = subprocess.run(["sh", "-c", '. "$1"; printf "%s|" "$CUDA_HOME" "$PATH"', "sh", str(script)],
                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True).stdout
     assert not marker.exists()

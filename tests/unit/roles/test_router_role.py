@@ -52,7 +52,7 @@ def _render_unit(**over):
         "_router_worker_urls": ["http://w1:30000", "http://w2:30000"],
         "_router_env_file": "/etc/sglang-router/sglang-router.env",
         "_router_flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
-                         "worker-urls": ["http://w1:30000", "http://w2:30000"], "prometheus-port": 29000},
+                          "worker-urls": ["http://w1:30000", "http://w2:30000"], "prometheus-port": 29000},
     })
     variables.update(over)
     return env.get_template("sglang-router.service.j2").render(**variables)

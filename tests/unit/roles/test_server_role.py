@@ -103,7 +103,7 @@ def _render_unit(**over):
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang (kimi)",
         "_server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
-                                           prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
+                                            prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
         "ansible_managed": "Ansible managed",
     })
     variables.update(over)

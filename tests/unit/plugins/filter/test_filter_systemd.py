@@ -116,7 +116,7 @@ def test_unit_value_doubles_percent_and_refuses_newlines():
 def test_unit_extra_repeats_directives_in_order():
     text = f.sglang_unit_extra({"Nice": -5, "DeviceAllow": ["/dev/nvidia0 rw", "/dev/nvidia1 rw"], "ReadWritePaths": ""})
     assert text.split("\n") == ["Nice=-5", "DeviceAllow=/dev/nvidia0 rw", "DeviceAllow=/dev/nvidia1 rw",
-                                 "ReadWritePaths="]
+                                "ReadWritePaths="]
 
 
 @pytest.mark.parametrize("extra", [{"Nice": "1\nExecStartPre=+/bin/sh"}, {"Exec Start": "x"}, {"nice": 1},

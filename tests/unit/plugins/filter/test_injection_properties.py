@@ -30,7 +30,7 @@ for _module in (sglang_args, systemd, sglang_secrets, server_inputs):
 
 # Any text, with the characters that matter for injection made likely.
 TEXT = st.text(alphabet=st.one_of(st.characters(), st.sampled_from(list("\n\r\t\x00\x0b\x0c\x85\u2028\u2029"
-                                                                          "%$\"'\\ =[]+;#@"))), max_size=40)
+                                                                        "%$\"'\\ =[]+;#@"))), max_size=40)
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

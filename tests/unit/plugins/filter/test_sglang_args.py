@@ -2,6 +2,8 @@
 """SGLang's flag rules (plugins/filter/sglang_args.py): merge, argv, preflight problems."""
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from ansible.errors import AnsibleFilterError
@@ -152,8 +154,6 @@ def test_numbers_and_env_names():
     assert any("sglang_args: --tp must be a number" in p for p in problems)
     assert any("between 0 and 1" in p for p in problems)
     assert any("BAD-NAME" in p for p in problems)
-
-
 
 
 # ---- injection and bad numbers (issue 14) ------------------------------------------------------------------------

@@ -31,7 +31,9 @@ R = ["http://gw-1:30000", "http://gw-2:30000"]
 class FakeFleet(object):
     """Routers listing workers; workers with in-flight counts that fall by one per poll (sleep)."""
 
-    def __init__(self, routers=R, workers=W, in_flight=None, healthy=None, metrics=True):
+    def __init__(self, routers=None, workers=None, in_flight=None, healthy=None, metrics=True):
+        routers = R if routers is None else routers
+        workers = W if workers is None else workers
         self.lists = dict((r, dict((w, {"id": "id-" + w[7:9], "is_healthy": True, "load": 0}) for w in workers))
                           for r in routers)
         self.in_flight = dict((w, 0) for w in workers)
@@ -52,7 +54,7 @@ class FakeFleet(object):
 
     def http(self, method, url, body=None, timeout=10.0, headers=None):
         self.calls.append((method, url))
-        base, _, path = url[7:].partition("/")
+        base, dummy, path = url[7:].partition("/")
         base = "http://" + base
         path = "/" + path
         if base in self.lists:
@@ -106,7 +108,7 @@ def test_drain_removes_from_every_router_then_waits_for_zero():
     assert result["changed"] is True
     assert all(W[0] not in listed for listed in fake.lists.values())
     assert [c for c in fake.calls if c[0] == "DELETE"] == [("DELETE", R[0] + "/workers/id-w1"),
-                                                             ("DELETE", R[1] + "/workers/id-w1")]
+                                                           ("DELETE", R[1] + "/workers/id-w1")]
     # removed from every router BEFORE the first look at its metrics
     first_metrics = fake.calls.index(("GET", W[0] + "/metrics"))
     assert first_metrics > fake.calls.index(("DELETE", R[1] + "/workers/id-w1"))

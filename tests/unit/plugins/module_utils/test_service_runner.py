@@ -230,7 +230,6 @@ class FakeHost(object):
     def commands(self):
         return [a for a in self.calls if a[0].endswith("systemctl") and a[1] in ("restart", "start", "stop")]
 
-
     def vacuum(self):
         """journalctl --rotate && journalctl --vacuum-time=1s: every line written so far is gone."""
         self.journal = [entry for entry in self.journal if entry["_t"] > self.now]

@@ -31,6 +31,7 @@ class _Server(ThreadingMixIn, HTTPServer):
     accept = None         # sglang:spec_accept_length value, None: no such metric
     requests = 0
     bodies = []
+    lock = threading.Lock()  # the handler threads count requests under it
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -74,7 +75,7 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if not self._authorized():
             return
-        with threading.Lock():
+        with self.server.lock:
             self.server.requests += 1
             number = self.server.requests
             self.server.bodies.append(body)
@@ -86,7 +87,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         chat = self.path == "/v1/chat/completions"
-        for _ in range(body["max_tokens"]):
+        for dummy in range(body["max_tokens"]):
             time.sleep(self.server.delay)
             choice = {"index": 0, "delta": {"content": " tok"}} if chat else {"index": 0, "text": " tok"}
             self._chunk(b"data: " + json.dumps({"choices": [choice], "usage": None}).encode() + b"\n\n")
