@@ -29,6 +29,7 @@ import re
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import unit_name  # re-exported  # noqa: F401  # pylint: disable=unused-import
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import parse_show
 
 GIB = 1 << 30
 GB = 1000 ** 3
@@ -249,12 +250,7 @@ def read_unit(run, unit, systemctl="systemctl"):
     rc, out, _err = run([systemctl, "show", unit, "--property=" + ",".join(SHOW_PROPERTIES)])
     if rc != 0:
         return {}
-    props = {}
-    for line in out.splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            props[key] = value
-    return props
+    return parse_show(out)
 
 
 def read_invocation_lines(run, invocation_id, journalctl="journalctl"):
