@@ -22,4 +22,4 @@ def test_patch_dir_named_once():
             text = handle.read()
         assert "dirname }}/patches" not in text, path
         uses += text.count("{{ _install_patch_dir }}")
-    assert uses == 5  # create the directory, copy, dry-run, apply, record
+    assert uses == 6  # create the directory, copy, reverse dry-run, forward dry-run (-F0), apply, record

@@ -1,0 +1,275 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""install role, supply chain (issue 14): the hash lock, https-only sources, patch sha256 and -F0.
+
+The role's checks run on this machine (conftest.run_play, connection local); nothing is installed."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_play
+
+ROLE = os.path.join(ROOT, "roles", "install")
+LOCK = os.path.join(ROLE, "files", "locks", "sglang-0.5.9.txt")
+SGLANG_WHEEL_SHA256 = "8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1"
+SHA_A = "a" * 64
+
+PREFLIGHT = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.install
+        tasks_from: preflight.yml
+    - ansible.builtin.debug:
+        msg: "PASSED {{ (_install_lock_reqs | default([])) | length }} lines"
+"""
+
+
+def _preflight(tmp_path, **variables):
+    return run_play(tmp_path, PREFLIGHT, [json.dumps(variables)])
+
+
+def _lock(tmp_path, text):
+    path = tmp_path / "lock.txt"
+    path.write_text(text)
+    return str(path)
+
+
+def test_shipped_lock_passes_and_is_read_whole(tmp_path):
+    rc, out = _preflight(tmp_path)
+    assert rc == 0, out
+    with open(LOCK) as handle:
+        pins = sum(1 for line in handle if "==" in line and not line.startswith("#"))
+    assert "PASSED %d lines" % pins in out
+
+
+def test_other_version_without_a_lock_is_refused_with_the_way_out(tmp_path):
+    rc, out = _preflight(tmp_path, sglang_version="0.5.8")
+    assert rc != 0
+    assert "No hash lock ships for sglang==0.5.8" in out
+    assert "sglang_pip_lock" in out and "sglang_pip_require_hashes: false" in out
+
+
+def test_the_opt_out_lets_another_version_through(tmp_path):
+    rc, out = _preflight(tmp_path, sglang_version="0.5.8", sglang_pip_require_hashes=False)
+    assert rc == 0, out
+    assert "PASSED 0 lines" in out
+
+
+def test_an_operator_lock_replaces_the_shipped_one(tmp_path):
+    lock = _lock(tmp_path, "# mine\nsglang==0.5.8 \\\n    --hash=sha256:%s\nsix==1.17.0 --hash=sha256:%s # ok\n"
+                 % (SHA_A, SHA_A))
+    rc, out = _preflight(tmp_path, sglang_version="0.5.8", sglang_pip_lock=lock)
+    assert rc == 0, out
+    assert "PASSED 2 lines" in out
+
+
+@pytest.mark.parametrize("bad_line", [
+    "six==1.17.0",                                          # no hash
+    "six>=1.0 --hash=sha256:" + SHA_A,                      # a range
+    "--index-url http://mirror.example/simple",            # an option line
+    "-r other.txt",
+    "six==1.17.0 --hash=md5:0123456789abcdef0123456789abcdef",
+    "six @ http://mirror.example/six.whl --hash=sha256:" + SHA_A,
+])
+def test_a_lock_line_without_pin_and_sha256_is_refused(tmp_path, bad_line):
+    lock = _lock(tmp_path, "sglang==0.5.9 --hash=sha256:%s\n%s\n" % (SHA_A, bad_line))
+    rc, out = _preflight(tmp_path, sglang_pip_lock=lock)
+    assert rc != 0
+    assert "every line must be NAME==VERSION" in out
+    assert bad_line.split()[0] in out
+
+
+def test_a_lock_for_another_version_is_refused(tmp_path):
+    lock = _lock(tmp_path, "sglang==0.5.8 --hash=sha256:%s\n" % SHA_A)
+    rc, out = _preflight(tmp_path, sglang_pip_lock=lock)
+    assert rc != 0
+    assert "does not pin sglang==0.5.9" in out
+
+
+def test_a_missing_lock_is_refused(tmp_path):
+    rc, out = _preflight(tmp_path, sglang_pip_lock=str(tmp_path / "nope.txt"))
+    assert rc != 0
+    assert "sglang_pip_lock %s does not exist" % (tmp_path / "nope.txt") in out
+
+
+def test_extra_packages_are_refused_while_hashes_are_required(tmp_path):
+    rc, out = _preflight(tmp_path, sglang_pip_extra_packages=["sglang-kernel==0.3.21"])
+    assert rc != 0
+    assert "sglang_pip_extra_packages=[\"sglang-kernel==0.3.21\"] cannot be hash-checked" in out
+    rc, out = _preflight(tmp_path, sglang_pip_extra_packages=["sglang-kernel==0.3.21"],
+                         sglang_pip_require_hashes=False)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("url", ["http://mirror.example/simple", "ftp://mirror.example/simple",
+                                 "HTTP://mirror.example/simple", "mirror.example/simple"])
+def test_index_url_must_be_https_or_file(tmp_path, url):
+    rc, out = _preflight(tmp_path, sglang_pip_index_url=url)
+    assert rc != 0
+    assert "sglang_pip_index_url=" + url in out
+
+
+@pytest.mark.parametrize("url", ["https://mirror.example/simple", "file:///srv/simple"])
+def test_https_and_file_index_urls_pass(tmp_path, url):
+    rc, out = _preflight(tmp_path, sglang_pip_index_url=url)
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("args", [["--extra-index-url", "http://mirror.example/simple"],
+                                  ["--find-links=http://mirror.example/wheels"],
+                                  ["--trusted-host", "x", "-f", "ftp://x/y"]])
+def test_pip_extra_args_with_a_plain_url_are_refused(tmp_path, args):
+    rc, out = _preflight(tmp_path, sglang_pip_extra_args=args)
+    assert rc != 0
+    assert "sglang_pip_extra_args has" in out
+
+
+def test_pip_extra_args_with_https_pass(tmp_path):
+    rc, out = _preflight(tmp_path, sglang_pip_extra_args=["--extra-index-url", "https://mirror.example/simple"])
+    assert rc == 0, out
+
+
+def test_shipped_patch_is_checked_against_its_known_sha256(tmp_path):
+    rc, out = _preflight(tmp_path, sglang_patches=["sglang-0.5.9-kimi-k25-eagle3.patch"])
+    assert rc == 0, out
+    with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
+        known = yaml.safe_load(handle)["_install_shipped_patch_sha256"]
+    for name, sha in known.items():
+        got = subprocess.run(["sha256sum", os.path.join(ROLE, "files", "patches", name)], capture_output=True,
+                             text=True, check=True).stdout.split()[0]
+        assert got == sha, name
+
+
+def test_a_patch_with_another_sha256_is_refused(tmp_path):
+    patch = tmp_path / "fix.patch"
+    patch.write_text("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
+    rc, out = _preflight(tmp_path, sglang_patches=[{"path": str(patch), "sha256": SHA_A}])
+    assert rc != 0
+    assert "sglang_patches expects %s: refused, nothing patched" % SHA_A in out
+    good = subprocess.run(["sha256sum", str(patch)], capture_output=True, text=True, check=True).stdout.split()[0]
+    rc, out = _preflight(tmp_path, sglang_patches=[{"path": str(patch), "sha256": good.upper()}])
+    assert rc == 0, out
+
+
+@pytest.mark.parametrize("entry", [{"file": "x.patch"}, {"path": "x.patch", "sha256": "abc"},
+                                   {"path": "x.patch", "sha": SHA_A}, 5])
+def test_a_malformed_patch_entry_is_refused(tmp_path, entry):
+    rc, out = _preflight(tmp_path, sglang_patches=[entry])
+    assert rc != 0
+    assert "sglang_patches entry" in out
+
+
+PATCHES = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.install
+        tasks_from: patches.yml
+"""
+
+ORIGINAL = "".join("line %d\n" % i for i in range(1, 13))
+
+
+def test_patches_apply_without_fuzz_and_nothing_when_one_needs_fuzz(tmp_path):
+    """A patch whose context matches only with fuzz (its first context line differs) is refused by -F0, and a
+    second, clean patch in the same list is not applied either: the dry-run of every patch comes first."""
+    site = tmp_path / "site"
+    (site / "pkg").mkdir(parents=True)
+    target = site / "pkg" / "mod.py"
+    target.write_text(ORIGINAL)
+    other = site / "pkg" / "other.py"
+    other.write_text("x = 1\n")
+    clean = tmp_path / "clean.patch"
+    clean.write_text("--- a/pkg/other.py\n+++ b/pkg/other.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n")
+    fuzzy = tmp_path / "fuzzy.patch"
+    fuzzy.write_text("--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -4,7 +4,7 @@\n line 4 CHANGED\n line 5\n line 6\n"
+                     "-line 7\n+line seven\n line 8\n line 9\n line 10\n")
+    variables = {"sglang_venv": str(tmp_path / "venv" / "venv"), "sglang_site_packages": str(site),
+                 "sglang_installed_version": "0.5.9", "_install_patch_files": [str(clean), str(fuzzy)]}
+    # plain patch(1) (fuzz 2) takes the fuzzy patch: the test would pass without -F0 only if it did not
+    probe = subprocess.run(["patch", "-p1", "--dry-run", "--batch", "-d", str(site), "-i", str(fuzzy)],
+                           capture_output=True, text=True, check=False)
+    assert probe.returncode == 0 and "fuzz" in probe.stdout, probe.stdout
+    rc, out = run_play(tmp_path, PATCHES, [json.dumps(variables)])
+    assert rc != 0
+    assert "Patch fuzzy.patch does not apply to sglang 0.5.9" in out and "(patch -F0)" in out
+    assert target.read_text() == ORIGINAL and other.read_text() == "x = 1\n"
+    assert not list(site.rglob("*.rej")) and not list(site.rglob("*.orig"))
+    # without the fuzzy one, the clean patch applies once; a second run changes nothing
+    variables["_install_patch_files"] = [str(clean)]
+    rc, out = run_play(tmp_path, PATCHES, [json.dumps(variables)])
+    assert rc == 0 and "changed=1" in out, out
+    assert other.read_text() == "x = 2\n"
+    rc, out = run_play(tmp_path, PATCHES, [json.dumps(variables)])
+    assert rc == 0 and "changed=0" in out, out
+
+
+def _gen_lock_module():
+    spec = importlib.util.spec_from_file_location("gen_sglang_lock", os.path.join(ROOT, "scripts", "gen-sglang-lock.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _report(*items):
+    return {"install": [{"metadata": {"name": n, "version": v},
+                         "download_info": {"archive_info": {"hashes": {"sha256": h}}}} for n, v, h in items]}
+
+
+def test_lock_generator_merges_reports_per_python(tmp_path):
+    gen = _gen_lock_module()
+    reports = {
+        "3.10": _report(("sglang", "0.5.9", "1" * 64), ("numpy", "2.2.6", "2" * 64), ("tomli", "2.0", "5" * 64)),
+        "3.12": _report(("sglang", "0.5.9", "1" * 64), ("numpy", "2.5.5", "3" * 64)),
+    }
+    args = ["--version", "0.5.9", "-o", str(tmp_path / "lock.txt")]
+    for python, report in reports.items():
+        path = tmp_path / ("r%s.json" % python)
+        path.write_text(json.dumps(report))
+        args += ["--report", "%s:%s" % (path, python)]
+    assert gen.main(args) == 0
+    lines = (tmp_path / "lock.txt").read_text().replace("\\\n", " ").splitlines()
+    reqs = [" ".join(line.split()) for line in lines if not line.startswith("#")]
+    assert reqs == [
+        'numpy==2.2.6 ; python_version == "3.10" --hash=sha256:' + "2" * 64,
+        'numpy==2.5.5 ; python_version == "3.12" --hash=sha256:' + "3" * 64,
+        "sglang==0.5.9 --hash=sha256:" + "1" * 64,
+        'tomli==2.0 ; python_version == "3.10" --hash=sha256:' + "5" * 64,
+    ]
+    # the role accepts what the generator writes
+    rc, out = _preflight(tmp_path, sglang_pip_lock=str(tmp_path / "lock.txt"))
+    assert rc == 0, out
+
+
+def test_lock_generator_refuses_a_report_without_the_release(tmp_path):
+    gen = _gen_lock_module()
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(_report(("sglang", "0.5.8", "1" * 64))))
+    with pytest.raises(SystemExit, match="does not pin sglang==0.5.9"):
+        gen.main(["--version", "0.5.9", "--report", "%s:3.12" % path, "-o", str(tmp_path / "lock.txt")])
+
+
+def test_shipped_lock_is_what_pip_reads_as_pinned_and_hashed():
+    """pip's own requirements parser: every entry pinned with ==, every entry with sha256 hashes, sglang 0.5.9 with
+    the sha256 of the wheel on PyPI, torch pinned (SGLang 0.5.9 asks for 2.9.1)."""
+    from pip._internal.network.session import PipSession  # pylint: disable=import-outside-toplevel
+    from pip._internal.req.req_file import parse_requirements  # pylint: disable=import-outside-toplevel
+    entries = list(parse_requirements(LOCK, session=PipSession()))
+    assert len(entries) > 150
+    names = {}
+    for entry in entries:
+        name, _, version = entry.requirement.split(";")[0].strip().partition("==")
+        assert version and not set("<>~!*,") & set(version), entry.requirement
+        hashes = entry.options.get("hashes", {}).get("sha256", [])
+        assert hashes and all(len(h) == 64 for h in hashes), entry.requirement
+        names.setdefault(name, []).append((version, hashes))
+    assert names["sglang"] == [("0.5.9", [SGLANG_WHEEL_SHA256])]
+    assert [v for v, _ in names["torch"]] == ["2.9.1"]
