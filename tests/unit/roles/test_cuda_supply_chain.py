@@ -1,0 +1,99 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""cuda role, supply chain (issue 14): https-only repository and pip sources, and the cuda-keyring download checked
+against cuda_keyring_sha256 (refused without it). NVIDIA's repository is not reachable here: the checks run on this
+machine before anything is downloaded (conftest.run_play, connection local)."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import yaml
+
+from conftest import ROOT, run_play
+
+ROLE = os.path.join(ROOT, "roles", "cuda")
+SHA = "0123456789abcdef" * 4
+
+PREFLIGHT = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.cuda
+        tasks_from: preflight.yml
+    - ansible.builtin.debug:
+        msg: "PASSED {{ _cuda_repo.keyring_url | default('') }}"
+"""
+REPO = {"cuda_repo_distro": "debian12", "cuda_repo_arch": "x86_64"}
+
+
+def _preflight(tmp_path, **variables):
+    return run_play(tmp_path, PREFLIGHT, [json.dumps(dict(REPO, **variables))])
+
+
+@pytest.mark.parametrize("name,value", [
+    ("cuda_repo_base_url", "http://developer.example/compute/cuda/repos"),
+    ("cuda_repo_base_url", "ftp://developer.example/compute/cuda/repos"),
+    ("cuda_repo_mirror", "http://mirror.example/cuda/repos"),
+    ("cuda_repo_mirror", "mirror.example/cuda/repos"),
+    ("cuda_pip_extra_args", "--index-url http://pypi.mirror.example/simple"),
+    ("cuda_pip_extra_args", "--extra-index-url=http://pypi.mirror.example/simple"),
+    ("cuda_keyring_sha256", "abc"),
+    ("cuda_keyring_sha256", "md5:" + "0" * 32),
+])
+def test_plain_sources_and_a_malformed_checksum_are_refused_naming_the_variable(tmp_path, name, value):
+    rc, out = _preflight(tmp_path, **{name: value})
+    assert rc != 0
+    assert "refused: %s=%s" % (name, json.dumps(value)) in out
+    assert "PASSED" not in out
+
+
+@pytest.mark.parametrize("variables", [
+    {},
+    {"cuda_repo_mirror": "https://mirror.example/cuda/repos"},
+    {"cuda_repo_mirror": "file:///srv/cuda/repos"},
+    {"cuda_pip_extra_args": "--index-url https://pypi.mirror.example/simple"},
+    {"cuda_keyring_sha256": SHA.upper()},
+])
+def test_https_file_and_a_well_formed_checksum_pass(tmp_path, variables):
+    rc, out = _preflight(tmp_path, **variables)
+    assert rc == 0, out
+    assert "PASSED " in out and "cuda-keyring_1.1-1_all.deb" in out
+
+
+INSTALL = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.cuda
+        tasks_from: install_nvidia_repo.yml
+      vars:
+        _cuda_repo:
+          keyring_url: https://mirror.example/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb
+          keyring_deb: cuda-keyring_1.1-1_all.deb
+"""
+
+
+def test_nvidia_repo_without_the_keyring_checksum_is_refused_before_anything_changes(tmp_path):
+    rc, out = run_play(tmp_path, INSTALL)
+    assert rc != 0
+    assert "cuda_install_method=nvidia_repo needs cuda_keyring_sha256" in out
+    assert "https://mirror.example/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb" in out
+    assert "changed=0" in out
+    # the refusal is the method's first task: nothing of the repository method ran before it
+    with open(os.path.join(ROLE, "tasks", "install_nvidia_repo.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    assert "cuda_keyring_sha256" in tasks[0]["ansible.builtin.assert"]["that"]
+
+
+def test_the_keyring_download_is_checked_against_the_checksum():
+    with open(os.path.join(ROLE, "tasks", "install_nvidia_repo.yml")) as handle:
+        tasks = yaml.safe_load(handle)
+    downloads = [t for t in tasks if "ansible.builtin.get_url" in t]
+    assert len(downloads) == 1
+    assert downloads[0]["ansible.builtin.get_url"]["checksum"] == "sha256:{{ cuda_keyring_sha256 | lower }}"
+    names = [t["name"] for t in tasks]
+    assert names.index(downloads[0]["name"]) < next(i for i, t in enumerate(tasks) if "deb" in
+                                                     t.get("ansible.builtin.apt", {}))
