@@ -1,0 +1,63 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""playbooks/restart.yml behind routers asks the server role whether a restart is due BEFORE it drains (when
+unchanged hosts are left alone, as deploy.yml does), and drains, restarts and puts back only those hosts; the
+router role's drain step takes out only the batch's hosts whose rollout_restart_due is true. molecule/router_ha
+proves it on real hosts; this test pins the wiring."""
+from __future__ import annotations
+
+import os
+
+import jinja2
+import yaml
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _yaml(*parts):
+    with open(os.path.join(ROOT, *parts), encoding="utf-8") as handle:
+        return yaml.safe_load(handle)
+
+
+def _when(task):
+    when = task.get("when", [])
+    return when if isinstance(when, list) else [when]
+
+
+def test_restart_asks_due_before_the_drain_and_gates_every_step_on_it():
+    tasks = _yaml("playbooks", "restart.yml")[0]["tasks"]
+    names = [t["name"] for t in tasks]
+    due = next(t for t in tasks if (t.get("ansible.builtin.include_role") or {}).get("tasks_from") == "due")
+    assert due["ansible.builtin.include_role"]["name"] == "gpuserve.sglang.server"
+    assert _when(due) == ["not rollout_restart_unchanged | bool"]
+    block_task = next(t for t in tasks if "block" in t)
+    assert names.index(due["name"]) < names.index(block_task["name"])
+    drain, server = block_task["block"][0], block_task["block"][1]
+    assert drain["ansible.builtin.include_role"]["tasks_from"] == "drain"
+    assert server["ansible.builtin.include_role"]["name"] == "gpuserve.sglang.server"
+    assert "rollout_restart_due | bool" in _when(server)
+    undrain = next(t for t in tasks if (t.get("ansible.builtin.include_role") or {}).get("tasks_from") == "undrain")
+    assert "rollout_restart_due | bool" in _when(undrain)
+    setter = next(t for t in tasks if "rollout_restart_due" in (t.get("ansible.builtin.set_fact") or {}))
+    assert "sglang_server_restart_due" in setter["ansible.builtin.set_fact"]["rollout_restart_due"]
+    assert "rollout_restart_unchanged" in setter["ansible.builtin.set_fact"]["rollout_restart_due"]
+
+
+def test_deploy_behind_routers_leaves_unchanged_hosts_alone():
+    plays = _yaml("playbooks", "deploy.yml")
+    rolling = plays[-1]
+    assert rolling["ansible.builtin.import_playbook"] == "restart.yml"
+    assert rolling["vars"]["sglang_rollout_restart_unchanged"] is False
+
+
+def test_drain_takes_out_only_the_due_hosts_of_the_batch():
+    tasks = _yaml("roles", "router", "tasks", "drain.yml")
+    expr = tasks[0]["ansible.builtin.set_fact"]["_router_rollout_batch"]
+    drain = tasks[1]
+    assert drain["gpuserve.sglang.sglang_router_workers"]["workers"].startswith("{{ _router_rollout_batch ")
+    assert _when(drain) == ["_router_rollout_batch | length > 0"]
+    env = jinja2.Environment()
+    env.filters["extract"] = lambda name, container: container[name]
+    env.filters["zip"] = lambda first, *others: list(zip(first, *others))   # as ansible.builtin.zip
+    hostvars = {"w1": {"rollout_restart_due": True}, "w2": {"rollout_restart_due": False}, "w3": {}}
+    batch = env.from_string(expr).render(ansible_play_batch=["w1", "w2", "w3"], hostvars=hostvars)
+    assert batch.strip() == "['w1', 'w3']"   # w3: asked by no one -> drained, as before
