@@ -83,17 +83,17 @@ def test_nvidia_repo_without_the_keyring_checksum_is_refused_before_anything_cha
     assert "https://mirror.example/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb" in out
     assert "changed=0" in out
     # the refusal is the method's first task: nothing of the repository method ran before it
-    with open(os.path.join(ROLE, "tasks", "install_nvidia_repo.yml")) as handle:
+    with open(os.path.join(ROLE, "tasks", "install_nvidia_repo.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
     assert "cuda_keyring_sha256" in tasks[0]["ansible.builtin.assert"]["that"]
 
 
 def test_the_keyring_download_is_checked_against_the_checksum():
-    with open(os.path.join(ROLE, "tasks", "install_nvidia_repo.yml")) as handle:
+    with open(os.path.join(ROLE, "tasks", "install_nvidia_repo.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
     downloads = [t for t in tasks if "ansible.builtin.get_url" in t]
     assert len(downloads) == 1
     assert downloads[0]["ansible.builtin.get_url"]["checksum"] == "sha256:{{ cuda_keyring_sha256 | lower }}"
     names = [t["name"] for t in tasks]
-    assert names.index(downloads[0]["name"]) < next(i for i, t in enumerate(tasks) if "deb" in
-                                                     t.get("ansible.builtin.apt", {}))
+    first_deb_install = next(i for i, t in enumerate(tasks) if "deb" in t.get("ansible.builtin.apt", {}))
+    assert names.index(downloads[0]["name"]) < first_deb_install

@@ -44,7 +44,7 @@ def _lock(tmp_path, text):
 def test_shipped_lock_passes_and_is_read_whole(tmp_path):
     rc, out = _preflight(tmp_path)
     assert rc == 0, out
-    with open(LOCK) as handle:
+    with open(LOCK, encoding="utf-8") as handle:
         pins = sum(1 for line in handle if "==" in line and not line.startswith("#"))
     assert "PASSED %d lines" % pins in out
 
@@ -139,7 +139,7 @@ def test_pip_extra_args_with_https_pass(tmp_path):
 def test_shipped_patch_is_checked_against_its_known_sha256(tmp_path):
     rc, out = _preflight(tmp_path, sglang_patches=["sglang-0.5.9-kimi-k25-eagle3.patch"])
     assert rc == 0, out
-    with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
+    with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
         known = yaml.safe_load(handle)["_install_shipped_patch_sha256"]
     for name, sha in known.items():
         got = subprocess.run(["sha256sum", os.path.join(ROLE, "files", "patches", name)], capture_output=True,
