@@ -61,3 +61,26 @@ def test_drain_takes_out_only_the_due_hosts_of_the_batch():
     hostvars = {"w1": {"rollout_restart_due": True}, "w2": {"rollout_restart_due": False}, "w3": {}}
     batch = env.from_string(expr).render(ansible_play_batch=["w1", "w2", "w3"], hostvars=hostvars)
     assert batch.strip() == "['w1', 'w3']"   # w3: asked by no one -> drained, as before
+
+
+def test_deploy_tags_server_reaches_the_rolling_play_behind_routers(tmp_path):
+    """`deploy.yml --tags server` with a router group runs the rolling play (it was untagged: --tags server skipped
+    the whole server step behind routers) and its includes apply the tag to the roles' tasks."""
+    import subprocess
+    import sys
+    from conftest import COLLECTIONS
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text("sglang_servers: {hosts: {w1: {}}}\nsglang_routers: {hosts: {gw1: {}}}\n")
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+    out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                          os.path.join(ROOT, "playbooks", "deploy.yml"), "--tags", "server", "--list-tasks"],
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120, check=True).stdout
+    rolling = out.split("Rolling restart of the SGLang servers", 1)[1]
+    for task in ("Is a restart due on this host", "Take the batch's due hosts out of every router",
+                 "Apply the configuration", "Put the host back in every router"):
+        assert task in rolling
+    for task in _yaml("playbooks", "restart.yml")[0]["tasks"]:
+        for sub in [task] + task.get("block", []) + task.get("rescue", []):
+            include = sub.get("ansible.builtin.include_role")
+            if include:
+                assert include["apply"]["tags"] == ["server"], sub["name"]
