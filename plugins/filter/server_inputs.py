@@ -23,6 +23,7 @@ from ansible.module_utils.common.collections import is_sequence
 from ansible.module_utils.six import string_types
 
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_unit_extra
+from ansible_collections.gpuserve.sglang.plugins.module_utils._strays import match_problems
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import (
     USER_NAME_RE, control_problem, unit_name_problem)
 
@@ -129,6 +130,21 @@ def sglang_input_problems(inputs):
             sglang_unit_extra({"DeviceAllow": _unit_list(inputs["sglang_unit_device_allow"])}, "sglang_unit_device_allow")
         except AnsibleFilterError as exc:
             add(str(exc))
+    if "sglang_stop_processes" in inputs:
+        value = inputs["sglang_stop_processes"]
+        if not is_sequence(value):
+            add("sglang_stop_processes must be a list of strings, got %r" % (value,))
+        else:
+            for message in match_problems(list(value)):
+                add("sglang_stop_processes: " + message)
+    if "sglang_stop_processes_timeout" in inputs:
+        value = inputs["sglang_stop_processes_timeout"]
+        try:
+            bad = isinstance(value, bool) or not math.isfinite(float(value)) or float(value) < 0
+        except (TypeError, ValueError):
+            bad = True
+        if bad:
+            add("sglang_stop_processes_timeout must be a number of seconds >= 0, got %r" % (value,))
     if "sglang_unit_extra" in inputs:
         try:
             sglang_unit_extra(inputs["sglang_unit_extra"])
@@ -139,7 +155,7 @@ def sglang_input_problems(inputs):
 
 def sglang_last_good_manifest(stats, invocation_id, restorable, copy_dir, secret_paths=()):
     """The last-good manifest of a verified invocation from ``stat`` results (``item`` = path, ``stat`` with
-    ``exists``, ``checksum`` (sha256) and ``mode``). ``copy`` names the kept copy of a restorable file that
+    ``exists``, ``checksum`` (sha256) and ``mode``). ``kept_at`` names the kept copy of a restorable file that
     exists (``<copy_dir>/<sha1 of the path>``, the name roles/server/tasks/last_good.yml writes); the sha256 of
     a secret file is left out."""
     import hashlib
@@ -159,7 +175,7 @@ def sglang_last_good_manifest(stats, invocation_id, restorable, copy_dir, secret
             if path not in secret_paths:
                 entry["sha256"] = stat.get("checksum")
             if path in restorable:
-                entry["copy"] = "%s/%s" % (copy_dir.rstrip("/"), hashlib.sha1(path.encode("utf-8")).hexdigest())
+                entry["kept_at"] = "%s/%s" % (copy_dir.rstrip("/"), hashlib.sha1(path.encode("utf-8")).hexdigest())
         elif path in restorable:
             entry["restorable"] = True
         if entry["exists"] and path in restorable:

@@ -149,7 +149,7 @@ def test_last_good_manifest_lists_each_file_and_where_its_copy_is():
     files = manifest["files"]
     assert manifest["invocation_id"] == "inv1"
     assert files["/etc/sglang/nccl.env"]["sha256"] == "11" * 32
-    assert files["/etc/sglang/nccl.env"]["copy"] == "/b/last-good/" + hashlib.sha1(b"/etc/sglang/nccl.env").hexdigest()
+    assert files["/etc/sglang/nccl.env"]["kept_at"] == "/b/last-good/" + hashlib.sha1(b"/etc/sglang/nccl.env").hexdigest()
     assert files["/etc/sglang/nccl.env"]["restorable"] is True
     # a restorable file that was not there: a rollback removes it
     assert files["/site/gpuserve_nccl_tuning.pth"] == {"exists": False, "restorable": True}
@@ -158,7 +158,7 @@ def test_last_good_manifest_lists_each_file_and_where_its_copy_is():
     assert files["/etc/sglang/k.secrets.yaml"]["mode"] == "0640"
     assert files["/etc/sglang/k.secrets.yaml"]["group"] == "sglang"
     # the install record is read, not restored
-    assert "copy" not in files["/opt/sglang/install-record.json"]
+    assert "kept_at" not in files["/opt/sglang/install-record.json"]
     assert "restorable" not in files["/opt/sglang/install-record.json"]
 
 
@@ -167,3 +167,26 @@ def test_last_good_manifest_refuses_what_is_not_stat_results():
         f.sglang_last_good_manifest({"results": []}, "inv", [], "/b")
     with pytest.raises(AnsibleFilterError, match="path as item"):
         f.sglang_last_good_manifest([{"stat": {}}], "inv", [], "/b")
+
+
+# ---------------------------------------------------------------- takeover: the stray processes to stop (issue 13)
+@pytest.mark.parametrize("value, message", [
+    (["python"], "sglang_stop_processes: match 'python' is shorter than 8"),
+    (["sglang.launch_server\nx"], "control character"),
+    ("sglang.launch_server", "must be a list"),
+])
+def test_stop_processes_refused(value, message):
+    problems = f.sglang_input_problems({"sglang_stop_processes": value})
+    assert any(message in p for p in problems), problems
+
+
+@pytest.mark.parametrize("value", [-1, "soon", float("nan"), True])
+def test_stop_processes_timeout_refused(value):
+    problems = f.sglang_input_problems({"sglang_stop_processes_timeout": value})
+    assert any("sglang_stop_processes_timeout" in p for p in problems), problems
+
+
+def test_stop_processes_fine():
+    assert f.sglang_input_problems({"sglang_stop_processes": ["sglang_standin --port 30007"],
+                                    "sglang_stop_processes_timeout": 30}) == []
+    assert f.sglang_input_problems({"sglang_stop_processes": [], "sglang_stop_processes_timeout": 0}) == []
