@@ -120,7 +120,7 @@ def main(argv=None):
     per_python = {}
     if args.report:
         for spec in args.report:
-            path, _, python = spec.rpartition(":")
+            path, _sep, python = spec.rpartition(":")
             with open(path, encoding="utf-8") as handle:
                 per_python[python] = pins(json.load(handle))
     else:

@@ -266,10 +266,10 @@ def test_shipped_lock_is_what_pip_reads_as_pinned_and_hashed():
     assert len(entries) > 150
     names = {}
     for entry in entries:
-        name, _, version = entry.requirement.split(";")[0].strip().partition("==")
+        name, _sep, version = entry.requirement.split(";")[0].strip().partition("==")
         assert version and not set("<>~!*,") & set(version), entry.requirement
         hashes = entry.options.get("hashes", {}).get("sha256", [])
         assert hashes and all(len(h) == 64 for h in hashes), entry.requirement
         names.setdefault(name, []).append((version, hashes))
     assert names["sglang"] == [("0.5.9", [SGLANG_WHEEL_SHA256])]
-    assert [v for v, _ in names["torch"]] == ["2.9.1"]
+    assert [v for v, _path in names["torch"]] == ["2.9.1"]

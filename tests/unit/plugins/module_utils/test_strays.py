@@ -88,7 +88,8 @@ def _child(code):
 def test_stop_terminates_a_real_process_with_sigterm():
     child = _child("import time; time.sleep(60)")
     try:
-        alive = lambda pid: child.poll() is None      # noqa: E731 (reaps the child, as init would)
+        def alive(_pid):
+            return child.poll() is None               # reaps the child, as init would
         assert s.stop(child.pid, 10, alive=alive) == "stopped"
         assert child.returncode == -signal.SIGTERM
     finally:
@@ -102,7 +103,8 @@ def test_stop_kills_a_process_that_ignores_sigterm():
     try:
         import time
         time.sleep(0.5)                                 # let it install the handler
-        alive = lambda pid: child.poll() is None      # noqa: E731
+        def alive(_pid):
+            return child.poll() is None
         assert s.stop(child.pid, 0.5, alive=alive) == "killed"
         assert child.returncode == -signal.SIGKILL
     finally:
