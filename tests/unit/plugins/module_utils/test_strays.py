@@ -103,6 +103,7 @@ def test_stop_kills_a_process_that_ignores_sigterm():
     try:
         import time
         time.sleep(0.5)                                 # let it install the handler
+
         def alive(_pid):
             return child.poll() is None
         assert s.stop(child.pid, 0.5, alive=alive) == "killed"
