@@ -125,6 +125,11 @@ def test_own_process_is_never_matched_on_the_real_proc():
     code = "import time; time.sleep(30)  # " + marker
     me, stray = _child(code), _child(code)
     try:
+        import time
+        for _attempt in range(100):                     # until both have exec'd (cmdline holds the marker)
+            if all(marker in s.cmdline_of("/proc", c.pid) for c in (me, stray)):
+                break
+            time.sleep(0.05)
         found = s.find("/proc", [marker], own_pid=me.pid)
         assert [p["pid"] for p in found] == [stray.pid]
     finally:
