@@ -18,6 +18,8 @@ import re
 import signal
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text
+
 MIN_MATCH_LEN = 8
 _SECRET_FLAG_RE = re.compile(r"(--(?:admin-)?api[-_]key(?:=|\s+))(\S+)")
 
@@ -40,24 +42,23 @@ def mask(cmdline):
     return _SECRET_FLAG_RE.sub(lambda m: m.group(1) + "********", cmdline)
 
 
-def _read(path, binary=False):
+def _read_bytes(path):
     try:
         with open(path, "rb") as handle:
-            data = handle.read()
+            return handle.read()
     except (IOError, OSError):
         return None
-    return data if binary else data.decode("utf-8", "replace")
 
 
 def cmdline_of(proc_root, pid):
-    raw = _read(os.path.join(proc_root, str(pid), "cmdline"), binary=True)
+    raw = _read_bytes(os.path.join(proc_root, str(pid), "cmdline"))
     if not raw:
         return ""
     return " ".join(part.decode("utf-8", "replace") for part in raw.rstrip(b"\0").split(b"\0"))
 
 
 def parent_of(proc_root, pid):
-    stat = _read(os.path.join(proc_root, str(pid), "stat"))
+    stat = read_text(os.path.join(proc_root, str(pid), "stat"))
     if not stat or ")" not in stat:
         return 0
     fields = stat.rsplit(")", 1)[1].split()
@@ -79,7 +80,7 @@ def in_unit(proc_root, pid, unit):
     """True when a cgroup line of the process ends in the unit (its own processes, also under a sub-cgroup)."""
     if not unit:
         return False
-    text = _read(os.path.join(proc_root, str(pid), "cgroup")) or ""
+    text = read_text(os.path.join(proc_root, str(pid), "cgroup")) or ""
     for line in text.splitlines():
         path = line.split(":", 2)[-1]
         parts = path.split("/")
@@ -122,7 +123,7 @@ def _alive(pid):
     except PermissionError:
         return True
     # a zombie is gone for our purpose: it holds no GPU memory and no port
-    state = _read("/proc/%d/stat" % pid) or ""
+    state = read_text("/proc/%d/stat" % pid) or ""
     return not (")" in state and state.rsplit(")", 1)[1].split()[:1] == ["Z"])
 
 
