@@ -17,7 +17,9 @@ FIXTURES = os.path.join(ROOT, "tests", "fixtures")
 
 def run_play(tmp_path, play, extra_vars=()):
     """Run a playbook text on this machine (connection local, the checkout as gpuserve.sglang); extra_vars are
-    -e arguments. Returns (return code, stdout + stderr)."""
+    -e arguments. Returns (return code, stdout + stderr). The timeout only stops a hung play: under make test the
+    unit tests share two cores with three molecule scenarios, and a play of six `due` rounds took more than
+    300 s there (49 s alone)."""
     path = tmp_path / "play.yml"
     path.write_text(play)
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
@@ -26,5 +28,5 @@ def run_play(tmp_path, play, extra_vars=()):
            "-e", "ansible_python_interpreter=" + sys.executable, str(path)]
     for item in extra_vars:
         cmd += ["-e", item]
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False)
     return proc.returncode, proc.stdout + proc.stderr
