@@ -13,6 +13,9 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT" || exit 1
 export PATH="$ROOT/.venv/bin:$PATH"
 export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}" PY_COLORS="${PY_COLORS:-0}"
+# Pipelining: one `docker exec` per task instead of several (mkdir, put, run, rm). Measured here, 40 looped
+# tasks against one container: 150 s wall / 9.0 s CPU without, 61 s / 3.4 s with (docs/performance.md).
+export ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-True}"
 jobs_max="${MOLECULE_JOBS:-3}"
 [[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "molecule: MOLECULE_JOBS must be a positive integer" >&2; exit 2; }
 if [[ $# -gt 0 ]]; then
