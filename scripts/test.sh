@@ -48,7 +48,7 @@ static_lane() {
   step sanity  scripts/sanity.sh || rc=1
   step parser-venv tests/sglang_parser/setup-venv.sh || rc=1
   step reference python scripts/gen-reference.py --check || rc=1
-  step unit    python -m pytest tests/unit -q -p no:cacheprovider || rc=1
+  step unit    python -m pytest tests/unit -q -p no:cacheprovider --durations=15 || rc=1
   return $rc
 }
 
