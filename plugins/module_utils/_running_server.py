@@ -27,6 +27,7 @@ import os
 import re
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import unit_name  # re-exported  # noqa: F401  # pylint: disable=unused-import
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import parse_show
@@ -41,6 +42,10 @@ LOAD_WEIGHT_END_RE = re.compile(r"Load weight end\..*\bmem usage=(?P<gb>\d+(?:\.
 RUNNING_STATES = ("active", "reloading")
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "ControlGroup")
 CGROUP_ROOT = "/sys/fs/cgroup"
+# The plan needs the start-up lines (Load weight end, the HiCache pool), which come first in an invocation's
+# journal; a server that has run for months may have millions of lines after them. Read the first ones only.
+JOURNAL_MAX_LINES = 20000
+JOURNAL_TIMEOUT = 60.0
 
 
 def cgroup2_root(mounts_text):
@@ -253,18 +258,33 @@ def read_unit(run, unit, systemctl="systemctl"):
     return parse_show(out)
 
 
+class TruncatedLines(list):
+    """The lines of a read that stopped at its cap."""
+
+
+def bounded_run(argv):
+    """Run a journal read with a time limit and at most JOURNAL_MAX_LINES lines kept (the reader stops there)."""
+    return _proc.run(argv, timeout=JOURNAL_TIMEOUT, max_lines=JOURNAL_MAX_LINES)
+
+
 def read_invocation_lines(run, invocation_id, journalctl="journalctl"):
-    """The lines the running invocation printed (``-o cat``), or None when journalctl fails."""
-    rc, out, _err = run([journalctl, "--no-pager", "--quiet", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + invocation_id])
+    """The first lines the running invocation printed (``-o cat``, oldest first), or None when journalctl fails.
+    With ``run=bounded_run`` the read stops after JOURNAL_MAX_LINES lines (the result is then ``truncated``)."""
+    result = run([journalctl, "--no-pager", "--quiet", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + invocation_id])
+    rc, out = result[0], result[1]
     if rc != 0:
         return None
-    return out.splitlines()
+    lines = out.splitlines()
+    return TruncatedLines(lines) if getattr(result, "truncated", False) else lines
 
 
-def gather(run, read_file, unit, gpu_info, readlink=None, systemctl="systemctl", journalctl="journalctl"):
+
+def gather(run, read_file, unit, gpu_info, readlink=None, systemctl="systemctl", journalctl="journalctl",
+           journal_run=None):
     """Everything the plan needs about the running unit; ``{"running": False, ...}`` when it is not running.
 
     ``gpu_info``: nvidia_gpu_info's result (``gpus`` and ``processes``), or None on a host without GPUs.
+    ``journal_run``: how the invocation's journal is read (default ``run``; the module gives ``bounded_run``).
     """
     props = read_unit(run, unit, systemctl)
     state = props.get("ActiveState", "")
@@ -302,11 +322,16 @@ def gather(run, read_file, unit, gpu_info, readlink=None, systemctl="systemctl",
     server["memory_current_bytes"] = memory_current
     server["memory_stat_file_bytes"] = memory_stat.get("file")
 
-    lines = read_invocation_lines(run, server["invocation_id"], journalctl) if server["invocation_id"] else None
+    lines = None
+    if server["invocation_id"]:
+        lines = read_invocation_lines(journal_run or run, server["invocation_id"], journalctl)
     if lines is None:
         server["notes"].append("cannot read the journal of invocation %s: HiCache pool and weights unknown"
                                % (server["invocation_id"] or "?"))
         lines = []
+    elif isinstance(lines, TruncatedLines):
+        server["notes"].append("read the first %d lines of invocation %s's journal only (start-up lines come first)"
+                               % (len(lines), server["invocation_id"]))
     weights = weights_from_lines(lines)
     server["weights_gb_by_rank"] = weights
     server["weights_gb_per_gpu"] = max(weights.values()) if weights else None

@@ -455,7 +455,8 @@ def main():
             except ValueError as exc:
                 module.fail_json(msg="running_service: %s" % exc)
             processes = [p for g in params["gpus"] or [] for p in g.get("processes") or []]
-            running = rs.gather(module.run_command, _read, unit, {"processes": processes}, readlink=os.readlink)
+            running = rs.gather(module.run_command, _read, unit, {"processes": processes}, readlink=os.readlink,
+                                journal_run=rs.bounded_run)
         after_stop = None
         if running and running["running"] and params["gpu_memory_gb"] is None and params["gpus"]:
             after_stop = rs.gpu_after_stop(params["gpus"], running["processes"])

@@ -254,3 +254,22 @@ def test_cgroup2_mount_point():
     run, read_file, _calls = fake_host(files, SHOW, journal())
     server = rs.gather(run, read_file, UNIT, reference_host(pids=pids))
     assert server["unit_pids"] == pids and server["memory_current_bytes"] == 31457280
+
+
+def test_journal_of_a_long_running_server_is_read_bounded(tmp_path):
+    """Day 200: the invocation's journal holds millions of lines after the start-up ones. The module reads it with
+    rs.bounded_run: the first JOURNAL_MAX_LINES lines (start-up lines first), then journalctl is stopped; the plan
+    still has the weights, and says it read part of the journal. (The old read waited for journalctl to end.)"""
+    fake = tmp_path / "journalctl"
+    fake.write_text("#!/bin/sh\n"
+                    "echo '[2026-12-01 10:00:00 TP0] Load weight end. elapsed=40.12 s, type=KimiK25ForConditionalGeneration,"
+                    " dtype=torch.bfloat16, avail mem=20.50 GB, mem usage=72.30 GB.'\n"
+                    "exec yes '[2026-12-01 10:05:00] Decode batch, #running-req: 30, #token: 100000'\n")
+    fake.chmod(0o755)
+    pids = [4101 + i for i in range(8)]
+    run, read_file, calls = fake_host(server_files(pids), SHOW, "")
+    server = rs.gather(run, read_file, rs.unit_name("sglang-kimi"), reference_host(pids=pids), journalctl=str(fake),
+                       journal_run=rs.bounded_run)
+    assert not [c for c in calls if c[0] == str(fake)]   # read by bounded_run, not by the module's run
+    assert server["weights_gb_per_gpu"] == 72.30
+    assert any("read the first %d lines" % rs.JOURNAL_MAX_LINES in note for note in server["notes"]), server["notes"]
