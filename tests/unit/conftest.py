@@ -1,8 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Make the checkout importable as ansible_collections.gpuserve.sglang for unit tests."""
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
@@ -30,3 +34,34 @@ def run_play(tmp_path, play, extra_vars=()):
         cmd += ["-e", item]
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
+
+
+@contextlib.contextmanager
+def standin_server(args=(), env=None):
+    """The stand-in SGLang server (tests/standin, a test fixture) on a free local port, until /health answers 200;
+    yields its base URL and stops it afterwards."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    environ = dict(os.environ, STANDIN_LOAD_SECONDS="0.2", STANDIN_WARMUP_SECONDS="0.1")
+    environ.update(env or {})
+    proc = subprocess.Popen([sys.executable, STANDIN, "--port", str(port)] + list(args),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environ)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    url = "http://127.0.0.1:%d" % port
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if opener.open(url + "/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.05)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait()

@@ -16,6 +16,7 @@ from socketserver import ThreadingMixIn
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench
+from conftest import standin_server
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 MODULE = os.path.join(ROOT, "plugins", "modules", "sglang_bench.py")
@@ -220,34 +221,15 @@ def test_metric_parser_takes_the_exact_name():
     assert _bench.parse_metrics(text, "sglang:spec_accept_length") == [2.0, 3.0]
 
 
-STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
-
-
 def test_against_the_standin_and_its_own_counters(tmp_path):
     """The stand-in (tests/standin, SGLang 0.5.9's API) streams one token per 20 ms: the module's counts agree with
     the server's own /metrics counters, its tok/s stays under the pace's ceiling, the key is checked."""
-    import socket
     import urllib.request
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    env = dict(os.environ, STANDIN_LOAD_SECONDS="0.2", STANDIN_WARMUP_SECONDS="0.1",
-               STANDIN_TOKEN_DELAY_SECONDS="0.02", STANDIN_SPEC_ACCEPT_LENGTH="2.7")
-    proc = subprocess.Popen([sys.executable, STANDIN, "--port", str(port), "--api-key", KEY, "--enable-metrics",
-                             "--speculative-algorithm", "EAGLE3", "--served-model-name", "kimi"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    env = dict(STANDIN_TOKEN_DELAY_SECONDS="0.02", STANDIN_SPEC_ACCEPT_LENGTH="2.7")
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    url = "http://127.0.0.1:%d" % port
-    try:
-        deadline = time.time() + 20
-        while time.time() < deadline:
-            try:
-                if opener.open(url + "/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.05)
+    with standin_server(["--api-key", KEY, "--enable-metrics", "--speculative-algorithm", "EAGLE3",
+                         "--served-model-name", "kimi"], env) as url:
         refused = run_module(tmp_path, dict(url=url, api_key="wrong", num_requests=1, concurrency=1))
         assert "refused the API key (HTTP 401" in refused["msg"]
         result = run_module(tmp_path, dict(url=url, api_key=KEY, num_requests=6, concurrency=3,
@@ -264,6 +246,3 @@ def test_against_the_standin_and_its_own_counters(tmp_path):
         assert result["output_throughput"] <= 3 / 0.02 * 1.02
         assert result["itl_ms"]["p50"] >= 20 * 0.95
         assert result["accept_length"] == 2.7
-    finally:
-        proc.kill()
-        proc.wait()
