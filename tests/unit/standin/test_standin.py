@@ -53,7 +53,7 @@ def test_startup_health_sequence_and_drain():
     proc = start(["--tp", "8", "--port", str(port), "--enable-hierarchical-cache", "--hicache-ratio", "2",
                   "--some-unknown-flag", "x"], STANDIN_DRAIN_SECONDS="1.5", STANDIN_HEALTH_503_SECONDS="0.5")
     seen = []
-    deadline = time.time() + 15
+    deadline = time.time() + 60
     while time.time() < deadline:
         code = health(port)
         if not seen or seen[-1] != code:
@@ -88,7 +88,7 @@ def test_startup_health_sequence_and_drain():
 ])
 def test_host_pool_sizes(args, gb):
     proc = start(["--tp", "2", "--port", str(free_port()), "--enable-hierarchical-cache"] + args)
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     found = None
     while time.time() < deadline and found is None:
         line = proc.stdout.readline()
@@ -119,7 +119,7 @@ def test_failure_modes_print_real_texts_and_die(fail, text):
 def test_missing_ranks_and_exit_early():
     proc = start(["--tp", "8", "--port", str(free_port()), "--enable-hierarchical-cache"], STANDIN_MISSING_RANKS=1)
     watch = LogWatch()
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     while time.time() < deadline and watch.ready_line is None:
         watch.feed(proc.stdout.readline().rstrip("\n"))
     proc.kill()

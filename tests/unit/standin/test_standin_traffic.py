@@ -36,7 +36,7 @@ class Server(object):
         self.proc = subprocess.Popen([sys.executable, STANDIN, "--port", str(self.port),
                                       "--served-model-name", "kimi"] + list(args),
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=full)
-        deadline = time.time() + 20
+        deadline = time.time() + 60
         while time.time() < deadline:
             if self.call("GET", "/health")[0] == 200:
                 return
@@ -154,7 +154,7 @@ def test_metrics_names_labels_and_in_flight(server):
     thread = threading.Thread(target=lambda: done.append(server.call(
         "POST", "/v1/completions", {"prompt": "a b", "max_tokens": 300})))
     thread.start()
-    deadline = time.time() + 10
+    deadline = time.time() + 60
     running = 0
     while time.time() < deadline and not running:
         text, values = server.metrics()
