@@ -66,3 +66,15 @@ def test_unknown_profile_refused_by_the_entry_points_argument_specs(tmp_path):
     assert rc != 0 and inputs is None
     assert "Validating arguments against arg spec 'flags'" in out
     assert "value of sglang_profile must be one of: kimi_k25_int4_eagle3, qwen35_397b_a17b_nvfp4, custom, got: bogus" in out
+
+
+def test_secret_looking_env_value_stays_out_of_the_output_at_vvv(tmp_path, monkeypatch):
+    """A token in sglang_env (HF_TOKEN) is passed to the server, but no task of the flags entry point prints it,
+    even at -vvv (issue 14: secrets never reach logs)."""
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", "3")
+    secret = "hf-" + "verysecret-4242"
+    rc, out, inputs = run_flags(tmp_path, [json.dumps({"sglang_env": {"HF_TOKEN": secret, "NCCL_DEBUG": "WARN"}})])
+    assert rc == 0, out
+    assert inputs is not None
+    assert "censored: 'the output has been hidden" in out    # the flags fact, hidden by no_log
+    assert secret not in out
