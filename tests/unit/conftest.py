@@ -36,6 +36,28 @@ def run_play(tmp_path, play, extra_vars=()):
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def fake_nvidia_smi(tmp_path, query_gpu, apps, table=""):
+    """An nvidia-smi test double in tmp_path/bin that prints the given texts (real captures where the test has
+    them): --query-gpu=..., --query-compute-apps=..., and the plain table; any other call exits 3."""
+    data = tmp_path / "smi-data"
+    data.mkdir()
+    (data / "query-gpu").write_text(query_gpu)
+    (data / "apps").write_text(apps)
+    (data / "table").write_text(table)
+    script = tmp_path / "bin" / "nvidia-smi"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(
+        "#!/bin/sh\n"
+        "case \"$1\" in\n"
+        "  --query-gpu=*) cat %(d)s/query-gpu ;;\n"
+        "  --query-compute-apps=*) cat %(d)s/apps ;;\n"
+        "  '') cat %(d)s/table ;;\n"
+        "  *) exit 3 ;;\n"
+        "esac\n" % {"d": data})
+    script.chmod(0o755)
+    return script
+
+
 STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
 
 

@@ -5,12 +5,10 @@ under another name (a PID of another PID namespace, as a host in a container see
 from __future__ import annotations
 
 import json
-import os
-import stat
 import subprocess
 import time
 
-from conftest import run_play
+from conftest import fake_nvidia_smi, run_play
 
 QUERY_GPU = ("0, GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, NVIDIA H200, 00000000:18:00.0, 143771, 9380, 133800, "
              "580.95.05, 9.0, Enabled, 700.00, 31\n")
@@ -30,22 +28,10 @@ def test_only_this_hosts_gpu_holder_is_stopped(tmp_path):
     mine = subprocess.Popen(["sleep", "600"])
     other = subprocess.Popen(["sleep", "600"])
     try:
-        data = tmp_path / "data"
-        data.mkdir()
-        (data / "query-gpu").write_text(QUERY_GPU)
-        (data / "apps").write_text(
-            "GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, %d, sleep, 1234\n"
-            "GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, %d, /opt/sglang/venv/bin/python3, 8000\n"
-            % (mine.pid, other.pid))
-        smi = tmp_path / "bin" / "nvidia-smi"
-        smi.parent.mkdir()
-        smi.write_text("#!/bin/sh\n"
-                       "case \"$1\" in\n"
-                       "  --query-gpu=*) cat %(d)s/query-gpu ;;\n"
-                       "  --query-compute-apps=*) cat %(d)s/apps ;;\n"
-                       "  *) echo 'CUDA Version: 13.0' ;;\n"
-                       "esac\n" % {"d": data})
-        smi.chmod(smi.stat().st_mode | stat.S_IEXEC)
+        smi = fake_nvidia_smi(tmp_path, QUERY_GPU,
+                              "GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, %d, sleep, 1234\n"
+                              "GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, %d, /opt/sglang/venv/bin/python3, 8000\n"
+                              % (mine.pid, other.pid), "CUDA Version: 13.0\n")
         rc, out = run_play(tmp_path, PLAY, [json.dumps({"sglang_nvidia_smi_dir": str(smi.parent)})])
         assert rc == 0, out
         for _ in range(50):

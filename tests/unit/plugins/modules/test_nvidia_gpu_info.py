@@ -4,11 +4,12 @@ the real texts captured on the H200 host, and with no nvidia-smi at all."""
 import json
 import os
 import re
-import stat
 import subprocess
 import sys
 
 import pytest
+
+from conftest import fake_nvidia_smi
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 MODULE = os.path.join(ROOT, "plugins", "modules", "nvidia_gpu_info.py")
@@ -34,23 +35,9 @@ def run_module(tmp_path, args, path=None):
 
 @pytest.fixture
 def fake_smi(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "query-gpu").write_text(section("query-gpu"))
-    (data / "table").write_text(section("nvidia-smi"))
-    (data / "apps").write_text("GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, %d, python3, 1234\n" % os.getpid())
-    script = tmp_path / "bin" / "nvidia-smi"
-    script.parent.mkdir()
-    script.write_text(
-        "#!/bin/sh\n"
-        "case \"$1\" in\n"
-        "  --query-gpu=*) cat %(d)s/query-gpu ;;\n"
-        "  --query-compute-apps=*) cat %(d)s/apps ;;\n"
-        "  '') cat %(d)s/table ;;\n"
-        "  *) exit 3 ;;\n"
-        "esac\n" % {"d": data})
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return script
+    return fake_nvidia_smi(tmp_path, section("query-gpu"),
+                           "GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, %d, python3, 1234\n" % os.getpid(),
+                           section("nvidia-smi"))
 
 
 def test_module_reports_real_gpus(tmp_path, fake_smi):
