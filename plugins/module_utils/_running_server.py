@@ -278,7 +278,6 @@ def read_invocation_lines(run, invocation_id, journalctl="journalctl"):
     return TruncatedLines(lines) if getattr(result, "truncated", False) else lines
 
 
-
 def gather(run, read_file, unit, gpu_info, readlink=None, systemctl="systemctl", journalctl="journalctl",
            journal_run=None):
     """Everything the plan needs about the running unit; ``{"running": False, ...}`` when it is not running.
