@@ -211,17 +211,22 @@ class Systemctl(object):
         self.commands = []  # every state-changing command issued, for tests and the result
         self.retries = 0    # transient errors retried
 
-    def _read(self, argv):
-        """A read-only call: retried when it fails or times out."""
+    def _call(self, argv, done):
+        """Run argv until ``done(answer)`` accepts the answer, READ_ATTEMPTS times at most (longer pauses each
+        time); returns the last answer."""
         answer = (1, "", "")
         for attempt in range(READ_ATTEMPTS):
             if attempt:
                 self.retries += 1
                 self.sleep(RETRY_PAUSE * attempt)
             answer = self.run(argv, timeout=self.timeout)
-            if answer[0] == 0:
-                return answer
+            if done(answer):
+                break
         return answer
+
+    def _read(self, argv):
+        """A read-only call: retried when it fails or times out."""
+        return self._call(argv, lambda answer: answer[0] == 0)
 
     def show(self, unit):
         argv = [self.bin, "show", unit, "--property=" + ",".join(SHOW_PROPERTIES)]
@@ -244,14 +249,8 @@ class Systemctl(object):
 
     def _change(self, argv, what):
         self.commands.append(" ".join(argv))
-        answer = (1, "", "")
-        for attempt in range(READ_ATTEMPTS):
-            if attempt:
-                self.retries += 1
-                self.sleep(RETRY_PAUSE * attempt)
-            answer = self.run(argv, timeout=self.timeout)
-            if answer[0] == 0 or not TRANSIENT_RE.search(answer[2] or answer[1] or ""):
-                break
+        # a change is retried only on a transient error (the bus busy, a timeout), never on a refusal
+        answer = self._call(argv, lambda answer: answer[0] == 0 or not TRANSIENT_RE.search(answer[2] or answer[1] or ""))
         rc, out, err = answer[:3]
         if rc != 0:
             raise SystemdError("%s failed (rc=%s): %s" % (what, rc, (err or out).strip()))
