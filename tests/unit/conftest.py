@@ -61,14 +61,20 @@ def fake_nvidia_smi(tmp_path, query_gpu, apps, table=""):
 STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
 
 
-@contextlib.contextmanager
-def standin_server(args=(), env=None):
-    """The stand-in SGLang server (tests/standin, a test fixture) on a free local port, until /health answers 200;
-    yields its base URL and stops it afterwards."""
+def free_port():
+    """A local TCP port that was free a moment ago."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
+    return port
+
+
+@contextlib.contextmanager
+def standin_server(args=(), env=None):
+    """The stand-in SGLang server (tests/standin, a test fixture) on a free local port, until /health answers 200;
+    yields its base URL and stops it afterwards."""
+    port = free_port()
     environ = dict(os.environ, STANDIN_LOAD_SECONDS="0.2", STANDIN_WARMUP_SECONDS="0.1")
     environ.update(env or {})
     proc = subprocess.Popen([sys.executable, STANDIN, "--port", str(port)] + list(args),

@@ -3,7 +3,6 @@
 drains on SIGTERM, and fails in the documented ways. The module's log catalogue must read it."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,10 @@ import urllib.request
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import LogWatch
+from conftest import free_port
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
-
-
-def free_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 def start(args, **env):

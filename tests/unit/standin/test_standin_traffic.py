@@ -4,7 +4,6 @@ and not, /metrics with SGLang's metric names and labels, the API key, and SIGTER
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -14,17 +13,11 @@ import urllib.request
 
 import pytest
 
+from conftest import free_port
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def free_port():
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    return port
 
 
 class Server(object):
