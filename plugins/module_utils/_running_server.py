@@ -258,24 +258,18 @@ def read_unit(run, unit, systemctl="systemctl"):
     return parse_show(out)
 
 
-class TruncatedLines(list):
-    """The lines of a read that stopped at its cap."""
-
-
 def bounded_run(argv):
     """Run a journal read with a time limit and at most JOURNAL_MAX_LINES lines kept (the reader stops there)."""
     return _proc.run(argv, timeout=JOURNAL_TIMEOUT, max_lines=JOURNAL_MAX_LINES)
 
 
 def read_invocation_lines(run, invocation_id, journalctl="journalctl"):
-    """The first lines the running invocation printed (``-o cat``, oldest first), or None when journalctl fails.
-    With ``run=bounded_run`` the read stops after JOURNAL_MAX_LINES lines (the result is then ``truncated``)."""
+    """(the first lines the running invocation printed (``-o cat``, oldest first) or None when journalctl fails,
+    whether the read stopped at its cap). With ``run=bounded_run`` it stops after JOURNAL_MAX_LINES lines."""
     result = run([journalctl, "--no-pager", "--quiet", "-o", "cat", "_SYSTEMD_INVOCATION_ID=" + invocation_id])
-    rc, out = result[0], result[1]
-    if rc != 0:
-        return None
-    lines = out.splitlines()
-    return TruncatedLines(lines) if getattr(result, "truncated", False) else lines
+    if result[0] != 0:
+        return None, False
+    return result[1].splitlines(), getattr(result, "truncated", False)
 
 
 def gather(run, read_file, unit, gpu_info, readlink=None, systemctl="systemctl", journalctl="journalctl",
@@ -321,14 +315,14 @@ def gather(run, read_file, unit, gpu_info, readlink=None, systemctl="systemctl",
     server["memory_current_bytes"] = memory_current
     server["memory_stat_file_bytes"] = memory_stat.get("file")
 
-    lines = None
+    lines, truncated = None, False
     if server["invocation_id"]:
-        lines = read_invocation_lines(journal_run or run, server["invocation_id"], journalctl)
+        lines, truncated = read_invocation_lines(journal_run or run, server["invocation_id"], journalctl)
     if lines is None:
         server["notes"].append("cannot read the journal of invocation %s: HiCache pool and weights unknown"
                                % (server["invocation_id"] or "?"))
         lines = []
-    elif isinstance(lines, TruncatedLines):
+    elif truncated:
         server["notes"].append("read the first %d lines of invocation %s's journal only (start-up lines come first)"
                                % (len(lines), server["invocation_id"]))
     weights = weights_from_lines(lines)
