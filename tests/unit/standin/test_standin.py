@@ -12,10 +12,7 @@ import urllib.request
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import LogWatch
-from conftest import free_port
-
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
+from conftest import STANDIN, free_port
 
 
 def start(args, **env):

@@ -13,10 +13,8 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port
+from conftest import STANDIN, free_port
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
-STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
 NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
