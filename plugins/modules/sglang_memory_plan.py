@@ -138,6 +138,9 @@ options:
         memory, and in host RAM what the stop frees (the larger of the invocation's pinned HiCache pool, from its
         journal lines, and the cgroup's memory less page cache) is added to MemAvailable.
       - Without O(weights_gb_per_gpu), the weights are the running invocation's C(Load weight end ... mem usage=).
+      - The invocation's journal is read from its start, at most its first 20,000 lines within 60 s (the start-up
+        lines come first; a server that ran for months has millions after them); a read cut there is named in
+        RV(running_server) C(notes).
       - PIDs nvidia-smi lists that this host cannot tie to one of its processes (another PID namespace, e.g. a
         host in a container) are reported and count neither way.
       - Both views are returned (RV(running_server)); RV(fits) is decided "after the stop". A unit that is not
