@@ -29,16 +29,32 @@ def test_one_entry_point_per_tasks_file():
 
 
 def test_every_venv_variable_derives_from_sglang_venv():
-    derived = {"cuda": ("cuda_pip_venv", "{{ sglang_venv }}"),
-               "nccl_tuning": ("nccl_python", "{{ sglang_venv }}/bin/python"),
-               "server": ("sglang_python", "{{ sglang_venv }}/bin/python"),
+    # "" = read from the host: the venv of sglang_install_record, else sglang_venv (preflight of each role)
+    derived = {"nccl_tuning": ("nccl_python", ""),
+               "server": ("sglang_python", ""),
                "install": (None, None)}
     for role, (name, value) in derived.items():
         defaults = _yaml(role, "defaults", "main.yml")
         options = _yaml(role, "meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
         assert defaults["sglang_venv"] == options["sglang_venv"]["default"] == "/opt/sglang/venv", role
+        assert defaults["sglang_install_record"] == options["sglang_install_record"]["default"] \
+            == "/opt/sglang/install-record.json", role
         if name:
             assert defaults[name] == options[name]["default"] == value, role
+    # the CUDA wheels have their own venv: the SGLang venv is one per version (install role)
+    cuda = _yaml("cuda", "defaults", "main.yml")
+    assert "sglang_venv" not in cuda and cuda["cuda_pip_venv"] == "/opt/sglang/cuda-venv"
+
+
+def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
+    # both read sglang_install_record's venv when the interpreter is not given, and fall back to sglang_venv
+    for role, given, fact in (("server", "sglang_python", "_server_python"),
+                              ("nccl_tuning", "nccl_python", "_nccl_tuning_python")):
+        with open(os.path.join(ROLES, role, "tasks", "preflight.yml")) as handle:
+            text = handle.read()
+        assert 'src: "{{ sglang_install_record }}"' in text, role
+        assert fact + ": >-" in text and "{{ %s if %s | length > 0" % (given, given) in text, role
+        assert "else sglang_venv ~ '/bin/python' }}" in text, role
 
 
 # The roles that share the SGLang venv (the router role has its own venv, sglang_router_venv, also made by _common).
@@ -70,6 +86,14 @@ def test_only_common_creates_a_venv_or_names_the_venv_path():
             # the one value, as the default of sglang_venv in each role (and its argument_specs entry)
             lines = [line.strip() for line in text.splitlines() if "/opt/sglang/venv" in line]
             assert all(line.startswith(("sglang_venv:", "default: /opt/sglang/venv")) for line in lines), (rel, lines)
+
+
+def test_install_names_each_venv_after_what_is_in_it():
+    with open(os.path.join(ROLES, "install", "tasks", "preflight.yml")) as handle:
+        text = handle.read()
+    ident = text[text.index("_install_identity:"):]
+    for key in ("version:", "lock_sha256:", "patches:", "deps:", "base_python:", "extra_packages:"):
+        assert key in ident, key
 
 
 PLAY = """

@@ -56,7 +56,7 @@ def test_phases_and_tags():
 
 def test_production_defaults_of_the_unit():
     expected = {
-        "sglang_service_name": "sglang-kimi", "sglang_venv": "/opt/sglang/venv", "sglang_python": "{{ sglang_venv }}/bin/python",
+        "sglang_service_name": "sglang-kimi", "sglang_venv": "/opt/sglang/venv", "sglang_python": "",
         "sglang_launcher": "sglang.launch_server", "sglang_host": "127.0.0.1", "sglang_port": 30000,
         "sglang_unit_restart": "on-failure", "sglang_unit_restart_sec": 30, "sglang_unit_timeout_start_sec": 900,
         "sglang_unit_timeout_stop_sec": 60, "sglang_unit_limit_nofile": 65536, "sglang_unit_limit_memlock": "infinity",
@@ -64,7 +64,17 @@ def test_production_defaults_of_the_unit():
         "sglang_unit_wanted_by": "multi-user.target", "sglang_rollback": True, "sglang_free_gpus": False,
     }
     assert {k: DEFAULTS[k] for k in expected} == expected
-    assert "{{ sglang_nvidia_smi_dir }}" in DEFAULTS["sglang_unit_environment"]["PATH"]
+    # PATH: the resolved interpreter's bin (preflight's _server_python), CUDA's bin, nvidia-smi's directory
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    env.filters["dirname"] = os.path.dirname
+    path = env.from_string(DEFAULTS["sglang_unit_environment"]["PATH"])
+    common = {"sglang_cuda_home": "/usr/local/cuda-13.0", "sglang_nvidia_smi_dir": "/opt/nv", "sglang_python": "",
+              "sglang_venv": "/opt/sglang/venv"}
+    assert path.render(_server_python="/opt/sglang/versions/sglang-0.5.9-0123456789ab/bin/python", **common) == (
+        "/opt/sglang/versions/sglang-0.5.9-0123456789ab/bin:/usr/local/cuda-13.0/bin:/opt/nv:"
+        "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    # before preflight resolved it (argument_specs validation evaluates the defaults): no error, sglang_venv's bin
+    assert path.render(**common).startswith("/opt/sglang/venv/bin:/usr/local/cuda-13.0/bin:/opt/nv:")
     assert set(DEFAULTS["sglang_unit_environment"]) == {"CUDA_HOME", "PATH", "LD_LIBRARY_PATH"}
 
 
