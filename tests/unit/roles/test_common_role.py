@@ -24,7 +24,7 @@ def _yaml(*parts):
 def test_one_entry_point_per_tasks_file():
     specs = _yaml("_common", "meta", "argument_specs.yml")["argument_specs"]
     tasks = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROLES, "_common", "tasks", "*.yml")))
-    assert sorted(specs) == tasks == ["main", "venv"]
+    assert sorted(specs) == tasks == ["interpreter", "main", "venv"]
     assert all(name.startswith("_common_") for name in specs["venv"]["options"])
 
 
@@ -47,14 +47,22 @@ def test_every_venv_variable_derives_from_sglang_venv():
 
 
 def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
-    # both read sglang_install_record's venv when the interpreter is not given, and fall back to sglang_venv
+    # one place (_common interpreter.yml) reads sglang_install_record's venv when the interpreter is not given and
+    # falls back to sglang_venv; the server and nccl_tuning preflights include it with their own variables
+    with open(os.path.join(ROLES, "_common", "tasks", "interpreter.yml")) as handle:
+        text = handle.read()
+    assert 'src: "{{ _common_install_record }}"' in text
+    assert "{{ _common_python_given if _common_python_given | length > 0" in text
+    assert "else _common_venv ~ '/bin/python' }}" in text
     for role, given, fact in (("server", "sglang_python", "_server_python"),
                               ("nccl_tuning", "nccl_python", "_nccl_tuning_python")):
         with open(os.path.join(ROLES, role, "tasks", "preflight.yml")) as handle:
             text = handle.read()
-        assert 'src: "{{ sglang_install_record }}"' in text, role
-        assert fact + ": >-" in text and "{{ %s if %s | length > 0" % (given, given) in text, role
-        assert "else sglang_venv ~ '/bin/python' }}" in text, role
+        assert "tasks_from: interpreter.yml" in text, role
+        assert '_common_python_given: "{{ %s }}"' % given in text, role
+        assert '_common_install_record: "{{ sglang_install_record }}"' in text, role
+        assert '%s: "{{ _common_python }}"' % fact in text, role
+        assert text.count("sglang_install_record") == 1, role   # only passed on: no read of its own
 
 
 # The roles that share the SGLang venv (the router role has its own venv, sglang_router_venv, also made by _common).
