@@ -2,13 +2,16 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: demo test venv engine image lint sanity unit molecule build demo-clean reference clean
+.PHONY: demo test test-fast venv engine image lint sanity unit molecule build demo-clean reference clean
 
 demo:                ## the full deploy against a local systemd test host
 	scripts/demo.sh
 
 test:                ## lint, sanity, unit tests and every molecule scenario
 	scripts/test.sh
+
+test-fast:           ## the inner loop: lint, sanity, unit tests and one scenario: make test-fast S=server
+	scripts/test.sh --fast $(S)
 
 venv:
 	scripts/venv.sh && scripts/collection-link.sh

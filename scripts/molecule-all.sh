@@ -31,8 +31,9 @@ mkdir -p "$logs"
 
 run_one() {
   local s="$1" start=$SECONDS rc
-  molecule test -s "$s" >"$logs/$s.log" 2>&1
-  rc=$?
+  # Each line stamped with the time it arrived: scripts/test-times.py reads the step times from it.
+  molecule test -s "$s" 2>&1 | python3 "$ROOT/scripts/stamp-lines.py" >"$logs/$s.log"
+  rc=${PIPESTATUS[0]}
   echo "$rc $((SECONDS - start))" >"$logs/$s.result"
   return "$rc"
 }

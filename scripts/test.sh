@@ -5,10 +5,20 @@
 # about 4 minutes) and the molecule lane (scripts/molecule-all.sh, several scenarios at once: mostly waiting on
 # systemd, pip and the stand-in's simulated load times). Each step prints its time; the static lane's output is
 # printed when it ends (its log stays in .cache/test-logs/static.log).
+#   scripts/test.sh                  -> everything (make test, CI)
+#   scripts/test.sh --fast SCENARIO  -> the inner loop: the same static lane, one molecule scenario (make test-fast S=...)
 set -uo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT" || exit 1
 t0=$SECONDS
+only=()
+if [[ "${1:-}" == --fast ]]; then
+  [[ $# -eq 2 && -n "$2" ]] || { echo "test: --fast needs one scenario (make test-fast S=server)" >&2; exit 2; }
+  [[ -f "molecule/$2/molecule.yml" ]] || { echo "test: no scenario '$2' (molecule/ORDER lists them)" >&2; exit 2; }
+  only=("$2")
+elif [[ $# -gt 0 ]]; then
+  echo "test: unknown arguments: $* (scripts/test.sh [--fast SCENARIO])" >&2; exit 2
+fi
 scripts/venv.sh || exit 1
 scripts/collection-link.sh
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -48,17 +58,22 @@ static_lane() {
   step sanity  scripts/sanity.sh || rc=1
   step parser-venv tests/sglang_parser/setup-venv.sh || rc=1
   step reference python scripts/gen-reference.py --check || rc=1
-  step unit    python -m pytest tests/unit -q -p no:cacheprovider --durations=15 || rc=1
+  # The junit report gives scripts/test-times.py the seconds of each test file.
+  step unit    python -m pytest tests/unit -q -p no:cacheprovider --durations=15 \
+    --junitxml=.cache/test-logs/unit.xml -o junit_family=xunit1 || rc=1
   return $rc
 }
 
+# Logs of this run only: scripts/test-times.py reports what it finds there.
+rm -rf .cache/test-logs .cache/molecule-logs
 mkdir -p .cache/test-logs
 static_lane >.cache/test-logs/static.log 2>&1 &
 static_pid=$!
 rc=0
-step molecule scripts/molecule-all.sh || rc=1
+step molecule scripts/molecule-all.sh "${only[@]}" || rc=1
 wait "$static_pid" || rc=1
 echo "##### static lane (lint, sanity, parser venv, reference, unit):"
 cat .cache/test-logs/static.log
+python3 scripts/test-times.py --top 15 || true
 echo "test: $( [[ $rc == 0 ]] && echo green || echo RED ) after $((SECONDS - t0)) s"
 exit $rc

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Where the time of `make test` went, from the logs it leaves:
+
+- .cache/molecule-logs/<scenario>.log (each line stamped by scripts/stamp-lines.py): seconds per molecule step
+  (create, prepare, converge, idempotence, side_effect, verify, destroy; a step run twice is summed);
+- .cache/test-logs/unit.xml (pytest's junit report): seconds per unit-test file;
+- .cache/test-logs/static.log (scripts/test.sh's "##### step: ok (N s)" lines): the static lane's steps.
+
+  scripts/test-times.py              # the slowest steps (make test prints this at its end)
+  scripts/test-times.py --markdown   # the tables of docs/development.md
+"""
+import argparse
+import collections
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = ("destroy", "create", "prepare", "converge", "idempotence", "side_effect", "verify")
+# molecule 26 prints "INFO     [server > converge] Executing" when a step starts.
+STEP_RE = re.compile(r"^(\d+(?:\.\d+)?) \| .*\[([\w.-]+) > (\w+)\] Executing")
+STAMP_RE = re.compile(r"^(\d+(?:\.\d+)?) \| ")
+STATIC_RE = re.compile(r"^##### ([\w-]+): (ok|FAILED) \((\d+) s\)")
+
+
+def scenario_steps(path):
+    """{step: seconds} of one stamped scenario log; the first destroy (of leftovers) and the last one are
+    reported apart as destroy_before / destroy."""
+    starts, last = [], None
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            match = STAMP_RE.match(line)
+            if not match:
+                continue
+            last = float(match.group(1))
+            step = STEP_RE.match(line)
+            if step:
+                starts.append((float(step.group(1)), step.group(3)))
+    times = collections.OrderedDict()
+    for index, (start, step) in enumerate(starts):
+        end = starts[index + 1][0] if index + 1 < len(starts) else last
+        name = "destroy_before" if step == "destroy" and index == 0 else step
+        times[name] = times.get(name, 0.0) + (end - start)
+    return times
+
+
+def unit_files(path):
+    """{test file: seconds} from pytest's junit XML."""
+    per_file = collections.Counter()
+    counts = collections.Counter()
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = case.get("file") or case.get("classname", "?").rsplit(".", 1)[0].replace(".", "/") + ".py"
+        per_file[name] += float(case.get("time") or 0)
+        counts[name] += 1
+    return per_file, counts
+
+
+def static_steps(path):
+    steps = collections.OrderedDict()
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            match = STATIC_RE.match(line.strip())
+            if match:
+                steps[match.group(1)] = int(match.group(3))
+    return steps
+
+
+def collect(root):
+    logs = os.path.join(root, ".cache", "molecule-logs")
+    scenarios = {}
+    if os.path.isdir(logs):
+        for name in sorted(os.listdir(logs)):
+            if name.endswith(".log"):
+                steps = scenario_steps(os.path.join(logs, name))
+                if steps:
+                    scenarios[name[:-4]] = steps
+    unit_xml = os.path.join(root, ".cache", "test-logs", "unit.xml")
+    unit = unit_files(unit_xml) if os.path.isfile(unit_xml) else (collections.Counter(), collections.Counter())
+    static_log = os.path.join(root, ".cache", "test-logs", "static.log")
+    static = static_steps(static_log) if os.path.isfile(static_log) else {}
+    return scenarios, unit, static
+
+
+def markdown(scenarios, unit, static):
+    cols = ["destroy_before", "create", "prepare", "converge", "idempotence", "side_effect", "verify", "destroy"]
+    out = ["| scenario | " + " | ".join(cols) + " | total |", "| --- |" + " ---: |" * (len(cols) + 1)]
+    for name, steps in sorted(scenarios.items(), key=lambda item: -sum(item[1].values())):
+        cells = ["%.0f" % steps[c] if c in steps else "-" for c in cols]
+        out.append("| `%s` | %s | %.0f |" % (name, " | ".join(cells), sum(steps.values())))
+    per_file, counts = unit
+    if per_file:
+        out += ["", "| unit-test file | tests | seconds |", "| --- | ---: | ---: |"]
+        for name, secs in per_file.most_common():
+            out.append("| `%s` | %d | %.1f |" % (name, counts[name], secs))
+        out.append("| all | %d | %.1f |" % (sum(counts.values()), sum(per_file.values())))
+    if static:
+        out += ["", "| static step | seconds |", "| --- | ---: |"]
+        out += ["| %s | %d |" % item for item in static.items()]
+    return "\n".join(out)
+
+
+def slowest(scenarios, unit, static, count):
+    rows = []
+    for name, steps in scenarios.items():
+        rows += [(secs, "molecule %s > %s" % (name, step)) for step, secs in steps.items()]
+    rows += [(secs, "unit %s" % name) for name, secs in unit[0].items()]
+    rows += [(secs, "static %s" % name) for name, secs in static.items()]
+    rows.sort(reverse=True)
+    lines = ["slowest steps of this run (scripts/test-times.py; seconds, wall clock, shared cores):"]
+    lines += ["  %7.0f  %s" % row for row in rows[:count]]
+    totals = sorted(((sum(s.values()), n) for n, s in scenarios.items()), reverse=True)
+    lines.append("scenarios: " + ", ".join("%s %.0f s" % (n, t) for t, n in totals))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--markdown", action="store_true", help="the tables for docs/development.md")
+    parser.add_argument("--top", type=int, default=15, help="how many of the slowest steps (default 15)")
+    parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    data = collect(args.root)
+    if not any(data[0]) and not data[1][0] and not data[2]:
+        print("test-times: no logs under %s/.cache yet" % args.root)
+        return 0
+    print(markdown(*data) if args.markdown else slowest(*data, count=args.top))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
