@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Copy stdin to stdout, each line prefixed with the wall-clock time it arrived ("1764657600.12 | line").
 
 scripts/molecule-all.sh pipes each scenario's output through this, so that scripts/test-times.py can say how

@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
 """Where the time of `make test` went, from the logs it leaves:
 
 - .cache/molecule-logs/<scenario>.log (each line stamped by scripts/stamp-lines.py): seconds per molecule step
@@ -115,7 +115,7 @@ def slowest(scenarios, unit, static, count):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--markdown", action="store_true", help="the tables for docs/development.md")
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest steps (default 15)")
     parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)

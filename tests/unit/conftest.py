@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Make the checkout importable as ansible_collections.gpuserve.sglang for unit tests."""
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -34,6 +35,66 @@ def run_play(tmp_path, play, extra_vars=()):
         cmd += ["-e", item]
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def _host_text(result):
+    """One task result of one host as text to search: its JSON, and its messages and output as they read."""
+    parts = [json.dumps(result, sort_keys=True)]
+    for key in ("msg", "stdout", "stderr", "module_stdout", "module_stderr", "warnings"):
+        value = result.get(key)
+        if isinstance(value, str):
+            parts.append(value)
+        elif isinstance(value, list):
+            parts.extend(str(item) for item in value)
+    for item in result.get("results") or []:
+        if isinstance(item, dict):
+            parts.append(_host_text(item))
+    return "\n".join(parts)
+
+
+def run_play_batch(tmp_dir, play, cases, timeout=1200):
+    """Run one play for several cases in ONE ansible-playbook: each case is an inventory host (connection local,
+    this interpreter) whose host variables are the case's variables, so the play's tasks, the roles' defaults,
+    argument_specs and asserts run for every case as they would for `run_play(..., [json.dumps(variables)])`,
+    without one controller start-up per case. The play must target `hosts: all`.
+
+    cases: {case id: variables}. Returns {case id: (0 or 1, text)}: 1 when a task failed or the host was
+    unreachable; the text holds each of that host's task results (JSON, then msg/stdout/stderr as they read)
+    and its recap line ("changed=N failed=N"). Host variables sit below -e extra vars, role vars and set_fact in
+    Ansible's precedence: a case must not set a variable that the role's vars/ or a set_fact also sets."""
+    names = {case: "case%d" % index for index, case in enumerate(cases)}
+    hosts = {names[case]: dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
+             for case, variables in cases.items()}
+    inventory = os.path.join(str(tmp_dir), "batch-inventory.json")
+    with open(inventory, "w", encoding="utf-8") as handle:
+        json.dump({"all": {"hosts": hosts}}, handle)
+    path = os.path.join(str(tmp_dir), "batch-play.yml")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(play)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_STDOUT_CALLBACK="ansible.posix.json", ANSIBLE_JSON_INDENT="0",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_FORKS="10")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", inventory, path]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    try:
+        report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    except ValueError:
+        raise AssertionError("the batched play gave no report (rc %d):\n%s\n%s"
+                             % (proc.returncode, proc.stdout, proc.stderr)) from None
+    texts = {name: [] for name in hosts}
+    for play_report in report.get("plays", []):
+        for task in play_report.get("tasks", []):
+            for name, result in task.get("hosts", {}).items():
+                if name in texts:
+                    texts[name].append("TASK [%s]\n%s" % (task.get("task", {}).get("name", ""), _host_text(result)))
+    results = {}
+    for case, name in names.items():
+        stats = report.get("stats", {}).get(name, {})
+        failed = stats.get("failures", 0) or stats.get("unreachable", 0) or not stats
+        recap = "%s : ok=%d changed=%d unreachable=%d failed=%d" % (
+            name, stats.get("ok", 0), stats.get("changed", 0), stats.get("unreachable", 0), stats.get("failures", 0))
+        results[case] = (1 if failed else 0, "\n".join(texts[name] + [recap, proc.stderr]))
+    return results
 
 
 def fake_nvidia_smi(tmp_path, query_gpu, apps, table=""):

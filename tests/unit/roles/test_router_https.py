@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from conftest import run_play
+from conftest import run_play_batch
 
 PLAY = """
-- hosts: localhost
+- hosts: all
   gather_facts: false
   tasks:
     - ansible.builtin.include_role:
@@ -22,26 +22,35 @@ PLAY = """
 WORKERS = {"sglang_router_worker_urls": ["http://10.0.0.1:30000"]}
 
 
-def _preflight(tmp_path, **variables):
-    return run_play(tmp_path, PLAY, [json.dumps(dict(WORKERS, **variables))])
-
-
-@pytest.mark.parametrize("name,value", [
+REFUSED = [
     ("sglang_router_pip_index_url", "http://pypi.mirror.example/simple"),
     ("sglang_router_pip_index_url", "ftp://pypi.mirror.example/simple"),
     ("sglang_router_pip_extra_args", ["--extra-index-url", "http://pypi.mirror.example/simple"]),
     ("sglang_router_pip_extra_args", ["--find-links=http://pypi.mirror.example/wheels"]),
-])
-def test_plain_pip_sources_are_refused_naming_the_variable(tmp_path, name, value):
-    rc, out = _preflight(tmp_path, **{name: value})
+]
+PASSING = [{}, {"sglang_router_pip_index_url": "https://pypi.mirror.example/simple"},
+           {"sglang_router_pip_index_url": "file:///srv/simple"},
+           {"sglang_router_pip_extra_args": ["--index-url", "https://x.example/simple"]}]
+
+
+@pytest.fixture(scope="module")
+def preflight(tmp_path_factory):
+    """Every case of this file through the role's preflight in one ansible-playbook (conftest.run_play_batch)."""
+    cases = {json.dumps({name: value}): {name: value} for name, value in REFUSED}
+    cases.update({json.dumps(variables): variables for variables in PASSING})
+    return run_play_batch(tmp_path_factory.mktemp("router-https"), PLAY,
+                          {case: dict(WORKERS, **variables) for case, variables in cases.items()})
+
+
+@pytest.mark.parametrize("name,value", REFUSED)
+def test_plain_pip_sources_are_refused_naming_the_variable(preflight, name, value):
+    rc, out = preflight[json.dumps({name: value})]
     assert rc != 0
     assert "refused: %s=%s" % (name, json.dumps(value)) in out
     assert "PASSED" not in out
 
 
-@pytest.mark.parametrize("variables", [{}, {"sglang_router_pip_index_url": "https://pypi.mirror.example/simple"},
-                                       {"sglang_router_pip_index_url": "file:///srv/simple"},
-                                       {"sglang_router_pip_extra_args": ["--index-url", "https://x.example/simple"]}])
-def test_https_and_file_pass(tmp_path, variables):
-    rc, out = _preflight(tmp_path, **variables)
+@pytest.mark.parametrize("variables", PASSING)
+def test_https_and_file_pass(preflight, variables):
+    rc, out = preflight[json.dumps(variables)]
     assert rc == 0 and "PASSED" in out, out
