@@ -10,13 +10,13 @@ import os
 import pytest
 import yaml
 
-from conftest import ROOT, run_play
+from conftest import ROOT, run_play, run_play_batch
 
 ROLE = os.path.join(ROOT, "roles", "cuda")
 SHA = "0123456789abcdef" * 4
 
 PREFLIGHT = """
-- hosts: localhost
+- hosts: all
   gather_facts: false
   tasks:
     - ansible.builtin.include_role:
@@ -28,11 +28,7 @@ PREFLIGHT = """
 REPO = {"cuda_repo_distro": "debian12", "cuda_repo_arch": "x86_64"}
 
 
-def _preflight(tmp_path, **variables):
-    return run_play(tmp_path, PREFLIGHT, [json.dumps(dict(REPO, **variables))])
-
-
-@pytest.mark.parametrize("name,value", [
+REFUSED = [
     ("cuda_repo_base_url", "http://developer.example/compute/cuda/repos"),
     ("cuda_repo_base_url", "ftp://developer.example/compute/cuda/repos"),
     ("cuda_repo_mirror", "http://mirror.example/cuda/repos"),
@@ -41,23 +37,36 @@ def _preflight(tmp_path, **variables):
     ("cuda_pip_extra_args", "--extra-index-url=http://pypi.mirror.example/simple"),
     ("cuda_keyring_sha256", "abc"),
     ("cuda_keyring_sha256", "md5:" + "0" * 32),
-])
-def test_plain_sources_and_a_malformed_checksum_are_refused_naming_the_variable(tmp_path, name, value):
-    rc, out = _preflight(tmp_path, **{name: value})
-    assert rc != 0
-    assert "refused: %s=%s" % (name, json.dumps(value)) in out
-    assert "PASSED" not in out
-
-
-@pytest.mark.parametrize("variables", [
+]
+PASSING = [
     {},
     {"cuda_repo_mirror": "https://mirror.example/cuda/repos"},
     {"cuda_repo_mirror": "file:///srv/cuda/repos"},
     {"cuda_pip_extra_args": "--index-url https://pypi.mirror.example/simple"},
     {"cuda_keyring_sha256": SHA.upper()},
-])
-def test_https_file_and_a_well_formed_checksum_pass(tmp_path, variables):
-    rc, out = _preflight(tmp_path, **variables)
+]
+
+
+@pytest.fixture(scope="module")
+def preflight(tmp_path_factory):
+    """Every preflight case of this file in one ansible-playbook (conftest.run_play_batch)."""
+    cases = {json.dumps({name: value}): {name: value} for name, value in REFUSED}
+    cases.update({json.dumps(variables): variables for variables in PASSING})
+    return run_play_batch(tmp_path_factory.mktemp("cuda-preflight"), PREFLIGHT,
+                          {case: dict(REPO, **variables) for case, variables in cases.items()})
+
+
+@pytest.mark.parametrize("name,value", REFUSED)
+def test_plain_sources_and_a_malformed_checksum_are_refused_naming_the_variable(preflight, name, value):
+    rc, out = preflight[json.dumps({name: value})]
+    assert rc != 0
+    assert "refused: %s=%s" % (name, json.dumps(value)) in out
+    assert "PASSED" not in out
+
+
+@pytest.mark.parametrize("variables", PASSING)
+def test_https_file_and_a_well_formed_checksum_pass(preflight, variables):
+    rc, out = preflight[json.dumps(variables)]
     assert rc == 0, out
     assert "PASSED " in out and "cuda-keyring_1.1-1_all.deb" in out
 

@@ -12,7 +12,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import ROOT, run_play
+from conftest import ROOT, run_play, run_play_batch
 
 ROLE = os.path.join(ROOT, "roles", "install")
 LOCK = os.path.join(ROLE, "files", "locks", "sglang-0.5.9.txt")
@@ -20,7 +20,7 @@ SGLANG_WHEEL_SHA256 = "8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461
 SHA_A = "a" * 64
 
 PREFLIGHT = """
-- hosts: localhost
+- hosts: all
   gather_facts: false
   tasks:
     - ansible.builtin.include_role:
@@ -29,115 +29,153 @@ PREFLIGHT = """
     - ansible.builtin.debug:
         msg: "PASSED {{ (_install_lock_reqs | default([])) | length }} lines"
 """
-
-
-def _preflight(tmp_path, **variables):
-    return run_play(tmp_path, PREFLIGHT, [json.dumps(variables)])
-
-
-def _lock(tmp_path, text):
-    path = tmp_path / "lock.txt"
-    path.write_text(text)
-    return str(path)
-
-
-def test_shipped_lock_passes_and_is_read_whole(tmp_path):
-    rc, out = _preflight(tmp_path)
-    assert rc == 0, out
-    with open(LOCK, encoding="utf-8") as handle:
-        pins = sum(1 for line in handle if "==" in line and not line.startswith("#"))
-    assert "PASSED %d lines" % pins in out
-
-
-def test_other_version_without_a_lock_is_refused_with_the_way_out(tmp_path):
-    rc, out = _preflight(tmp_path, sglang_version="0.5.8")
-    assert rc != 0
-    assert "No hash lock ships for sglang==0.5.8" in out
-    assert "sglang_pip_lock" in out and "sglang_pip_require_hashes: false" in out
-
-
-def test_the_opt_out_lets_another_version_through(tmp_path):
-    rc, out = _preflight(tmp_path, sglang_version="0.5.8", sglang_pip_require_hashes=False)
-    assert rc == 0, out
-    assert "PASSED 0 lines" in out
-
-
-def test_an_operator_lock_replaces_the_shipped_one(tmp_path):
-    lock = _lock(tmp_path, "# mine\nsglang==0.5.8 \\\n    --hash=sha256:%s\nsix==1.17.0 --hash=sha256:%s # ok\n"
-                 % (SHA_A, SHA_A))
-    rc, out = _preflight(tmp_path, sglang_version="0.5.8", sglang_pip_lock=lock)
-    assert rc == 0, out
-    assert "PASSED 2 lines" in out
-
-
-@pytest.mark.parametrize("bad_line", [
+BAD_LOCK_LINES = [
     "six==1.17.0",                                          # no hash
     "six>=1.0 --hash=sha256:" + SHA_A,                      # a range
     "--index-url http://mirror.example/simple",            # an option line
     "-r other.txt",
     "six==1.17.0 --hash=md5:0123456789abcdef0123456789abcdef",
     "six @ http://mirror.example/six.whl --hash=sha256:" + SHA_A,
-])
-def test_a_lock_line_without_pin_and_sha256_is_refused(tmp_path, bad_line):
-    lock = _lock(tmp_path, "sglang==0.5.9 --hash=sha256:%s\n%s\n" % (SHA_A, bad_line))
-    rc, out = _preflight(tmp_path, sglang_pip_lock=lock)
+]
+REFUSED_INDEX_URLS = ["http://mirror.example/simple", "ftp://mirror.example/simple", "HTTP://mirror.example/simple",
+                      "mirror.example/simple"]
+PASSING_INDEX_URLS = ["https://mirror.example/simple", "file:///srv/simple"]
+REFUSED_EXTRA_ARGS = [["--extra-index-url", "http://mirror.example/simple"], ["--find-links=http://mirror.example/wheels"],
+                      ["--trusted-host", "x", "-f", "ftp://x/y"]]
+MALFORMED_PATCHES = [{"file": "x.patch"}, {"path": "x.patch", "sha256": "abc"}, {"path": "x.patch", "sha": SHA_A}, 5]
+PATCH_TEXT = "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+
+
+def _preflight(tmp_path, **variables):
+    return run_play(tmp_path, PREFLIGHT, [json.dumps(variables)])
+
+
+def _lock(tmp_path, text, name="lock.txt"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def preflight(tmp_path_factory):
+    """Every preflight case of this file in one ansible-playbook (conftest.run_play_batch): {case: (rc, out)},
+    and the directory of the cases' files."""
+    tmp = tmp_path_factory.mktemp("install-preflight")
+    patch = tmp / "fix.patch"
+    patch.write_text(PATCH_TEXT)
+    good = subprocess.run(["sha256sum", str(patch)], capture_output=True, text=True, check=True).stdout.split()[0]
+    cases = {
+        "shipped": {},
+        "other version": {"sglang_version": "0.5.8"},
+        "opt-out": {"sglang_version": "0.5.8", "sglang_pip_require_hashes": False},
+        "operator lock": {"sglang_version": "0.5.8", "sglang_pip_lock": _lock(
+            tmp, "# mine\nsglang==0.5.8 \\\n    --hash=sha256:%s\nsix==1.17.0 --hash=sha256:%s # ok\n" % (SHA_A, SHA_A),
+            "operator.txt")},
+        "lock for another version": {"sglang_pip_lock": _lock(tmp, "sglang==0.5.8 --hash=sha256:%s\n" % SHA_A,
+                                                              "other.txt")},
+        "missing lock": {"sglang_pip_lock": str(tmp / "nope.txt")},
+        "extra packages": {"sglang_pip_extra_packages": ["sglang-kernel==0.3.21"]},
+        "extra packages, no hashes": {"sglang_pip_extra_packages": ["sglang-kernel==0.3.21"],
+                                      "sglang_pip_require_hashes": False},
+        "extra args https": {"sglang_pip_extra_args": ["--extra-index-url", "https://mirror.example/simple"]},
+        "shipped patch": {"sglang_patches": ["sglang-0.5.9-kimi-k25-eagle3.patch"]},
+        "patch, other sha256": {"sglang_patches": [{"path": str(patch), "sha256": SHA_A}]},
+        "patch, its sha256": {"sglang_patches": [{"path": str(patch), "sha256": good.upper()}]},
+    }
+    for index, line in enumerate(BAD_LOCK_LINES):
+        cases["bad lock line %d" % index] = {"sglang_pip_lock": _lock(
+            tmp, "sglang==0.5.9 --hash=sha256:%s\n%s\n" % (SHA_A, line), "bad%d.txt" % index)}
+    for url in REFUSED_INDEX_URLS + PASSING_INDEX_URLS:
+        cases["index " + url] = {"sglang_pip_index_url": url}
+    for index, args in enumerate(REFUSED_EXTRA_ARGS):
+        cases["extra args %d" % index] = {"sglang_pip_extra_args": args}
+    for index, entry in enumerate(MALFORMED_PATCHES):
+        cases["malformed patch %d" % index] = {"sglang_patches": [entry]}
+    return run_play_batch(tmp, PREFLIGHT, cases), tmp
+
+
+def test_shipped_lock_passes_and_is_read_whole(preflight):
+    rc, out = preflight[0]["shipped"]
+    assert rc == 0, out
+    with open(LOCK, encoding="utf-8") as handle:
+        pins = sum(1 for line in handle if "==" in line and not line.startswith("#"))
+    assert "PASSED %d lines" % pins in out
+
+
+def test_other_version_without_a_lock_is_refused_with_the_way_out(preflight):
+    rc, out = preflight[0]["other version"]
+    assert rc != 0
+    assert "No hash lock ships for sglang==0.5.8" in out
+    assert "sglang_pip_lock" in out and "sglang_pip_require_hashes: false" in out
+
+
+def test_the_opt_out_lets_another_version_through(preflight):
+    rc, out = preflight[0]["opt-out"]
+    assert rc == 0, out
+    assert "PASSED 0 lines" in out
+
+
+def test_an_operator_lock_replaces_the_shipped_one(preflight):
+    rc, out = preflight[0]["operator lock"]
+    assert rc == 0, out
+    assert "PASSED 2 lines" in out
+
+
+@pytest.mark.parametrize("index", range(len(BAD_LOCK_LINES)), ids=BAD_LOCK_LINES)
+def test_a_lock_line_without_pin_and_sha256_is_refused(preflight, index):
+    rc, out = preflight[0]["bad lock line %d" % index]
     assert rc != 0
     assert "every line must be NAME==VERSION" in out
-    assert bad_line.split()[0] in out
+    assert BAD_LOCK_LINES[index].split()[0] in out
 
 
-def test_a_lock_for_another_version_is_refused(tmp_path):
-    lock = _lock(tmp_path, "sglang==0.5.8 --hash=sha256:%s\n" % SHA_A)
-    rc, out = _preflight(tmp_path, sglang_pip_lock=lock)
+def test_a_lock_for_another_version_is_refused(preflight):
+    rc, out = preflight[0]["lock for another version"]
     assert rc != 0
     assert "does not pin sglang==0.5.9" in out
 
 
-def test_a_missing_lock_is_refused(tmp_path):
-    rc, out = _preflight(tmp_path, sglang_pip_lock=str(tmp_path / "nope.txt"))
+def test_a_missing_lock_is_refused(preflight):
+    rc, out = preflight[0]["missing lock"]
     assert rc != 0
-    assert "sglang_pip_lock %s does not exist" % (tmp_path / "nope.txt") in out
+    assert "sglang_pip_lock %s does not exist" % (preflight[1] / "nope.txt") in out
 
 
-def test_extra_packages_are_refused_while_hashes_are_required(tmp_path):
-    rc, out = _preflight(tmp_path, sglang_pip_extra_packages=["sglang-kernel==0.3.21"])
+def test_extra_packages_are_refused_while_hashes_are_required(preflight):
+    rc, out = preflight[0]["extra packages"]
     assert rc != 0
     assert "sglang_pip_extra_packages=[\"sglang-kernel==0.3.21\"] cannot be hash-checked" in out
-    rc, out = _preflight(tmp_path, sglang_pip_extra_packages=["sglang-kernel==0.3.21"],
-                         sglang_pip_require_hashes=False)
+    rc, out = preflight[0]["extra packages, no hashes"]
     assert rc == 0, out
 
 
-@pytest.mark.parametrize("url", ["http://mirror.example/simple", "ftp://mirror.example/simple",
-                                 "HTTP://mirror.example/simple", "mirror.example/simple"])
-def test_index_url_must_be_https_or_file(tmp_path, url):
-    rc, out = _preflight(tmp_path, sglang_pip_index_url=url)
+@pytest.mark.parametrize("url", REFUSED_INDEX_URLS)
+def test_index_url_must_be_https_or_file(preflight, url):
+    rc, out = preflight[0]["index " + url]
     assert rc != 0
     assert "sglang_pip_index_url=" + url in out
 
 
-@pytest.mark.parametrize("url", ["https://mirror.example/simple", "file:///srv/simple"])
-def test_https_and_file_index_urls_pass(tmp_path, url):
-    rc, out = _preflight(tmp_path, sglang_pip_index_url=url)
+@pytest.mark.parametrize("url", PASSING_INDEX_URLS)
+def test_https_and_file_index_urls_pass(preflight, url):
+    rc, out = preflight[0]["index " + url]
     assert rc == 0, out
 
 
-@pytest.mark.parametrize("args", [["--extra-index-url", "http://mirror.example/simple"],
-                                  ["--find-links=http://mirror.example/wheels"],
-                                  ["--trusted-host", "x", "-f", "ftp://x/y"]])
-def test_pip_extra_args_with_a_plain_url_are_refused(tmp_path, args):
-    rc, out = _preflight(tmp_path, sglang_pip_extra_args=args)
+@pytest.mark.parametrize("index", range(len(REFUSED_EXTRA_ARGS)))
+def test_pip_extra_args_with_a_plain_url_are_refused(preflight, index):
+    rc, out = preflight[0]["extra args %d" % index]
     assert rc != 0
     assert "sglang_pip_extra_args has" in out
 
 
-def test_pip_extra_args_with_https_pass(tmp_path):
-    rc, out = _preflight(tmp_path, sglang_pip_extra_args=["--extra-index-url", "https://mirror.example/simple"])
+def test_pip_extra_args_with_https_pass(preflight):
+    rc, out = preflight[0]["extra args https"]
     assert rc == 0, out
 
 
-def test_shipped_patch_is_checked_against_its_known_sha256(tmp_path):
-    rc, out = _preflight(tmp_path, sglang_patches=["sglang-0.5.9-kimi-k25-eagle3.patch"])
+def test_shipped_patch_is_checked_against_its_known_sha256(preflight):
+    rc, out = preflight[0]["shipped patch"]
     assert rc == 0, out
     with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
         known = yaml.safe_load(handle)["_install_shipped_patch_sha256"]
@@ -147,21 +185,17 @@ def test_shipped_patch_is_checked_against_its_known_sha256(tmp_path):
         assert got == sha, name
 
 
-def test_a_patch_with_another_sha256_is_refused(tmp_path):
-    patch = tmp_path / "fix.patch"
-    patch.write_text("--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n")
-    rc, out = _preflight(tmp_path, sglang_patches=[{"path": str(patch), "sha256": SHA_A}])
+def test_a_patch_with_another_sha256_is_refused(preflight):
+    rc, out = preflight[0]["patch, other sha256"]
     assert rc != 0
     assert "sglang_patches expects %s: refused, nothing patched" % SHA_A in out
-    good = subprocess.run(["sha256sum", str(patch)], capture_output=True, text=True, check=True).stdout.split()[0]
-    rc, out = _preflight(tmp_path, sglang_patches=[{"path": str(patch), "sha256": good.upper()}])
+    rc, out = preflight[0]["patch, its sha256"]
     assert rc == 0, out
 
 
-@pytest.mark.parametrize("entry", [{"file": "x.patch"}, {"path": "x.patch", "sha256": "abc"},
-                                   {"path": "x.patch", "sha": SHA_A}, 5])
-def test_a_malformed_patch_entry_is_refused(tmp_path, entry):
-    rc, out = _preflight(tmp_path, sglang_patches=[entry])
+@pytest.mark.parametrize("index", range(len(MALFORMED_PATCHES)))
+def test_a_malformed_patch_entry_is_refused(preflight, index):
+    rc, out = preflight[0]["malformed patch %d" % index]
     assert rc != 0
     assert "sglang_patches entry" in out
 
