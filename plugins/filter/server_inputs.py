@@ -7,8 +7,8 @@
   and the value (secrets are never quoted): unit names as systemd reads them, the port, the service user,
   systemd settings, and control characters in any text that reaches the unit, the environment file or a
   command.
-- sglang_last_good_manifest: the results of ansible.builtin.stat over the files a verified invocation read ->
-  the last-good manifest (which existed, their sha256 and mode, where the copy of each restorable one is).
+(The last-good manifest is built by plugins/module_utils/_last_good.py, its one owner, through the module
+gpuserve.sglang.sglang_last_good.)
 
 Pure function; unit-tested in tests/unit/plugins/filter/test_server_inputs.py.
 """
@@ -153,42 +153,10 @@ def sglang_input_problems(inputs):
     return list(dict.fromkeys(problems))
 
 
-def sglang_last_good_manifest(stats, invocation_id, restorable, copy_dir, secret_paths=()):
-    """The last-good manifest of a verified invocation from ``stat`` results (``item`` = path, ``stat`` with
-    ``exists``, ``checksum`` (sha256) and ``mode``). ``kept_at`` names the kept copy of a restorable file that
-    exists (``<copy_dir>/<sha1 of the path>``, the name roles/server/tasks/last_good.yml writes); the sha256 of
-    a secret file is left out."""
-    import hashlib
-
-    if not isinstance(stats, list):
-        raise AnsibleFilterError("sglang_last_good_manifest: expected the results list of ansible.builtin.stat, got %s"
-                                 % type(stats).__name__)
-    files = {}
-    for result in stats:
-        if not isinstance(result, dict) or not isinstance(result.get("item"), string_types):
-            raise AnsibleFilterError("sglang_last_good_manifest: every result needs the path as item")
-        path = result["item"]
-        stat = result.get("stat") or {}
-        entry = {"exists": bool(stat.get("exists"))}
-        if entry["exists"]:
-            entry.update(mode=stat.get("mode"), owner=stat.get("pw_name"), group=stat.get("gr_name"))
-            if path not in secret_paths:
-                entry["sha256"] = stat.get("checksum")
-            if path in restorable:
-                entry["kept_at"] = "%s/%s" % (copy_dir.rstrip("/"), hashlib.sha1(path.encode("utf-8")).hexdigest())
-        elif path in restorable:
-            entry["restorable"] = True
-        if entry["exists"] and path in restorable:
-            entry["restorable"] = True
-        files[path] = entry
-    return {"invocation_id": invocation_id or "", "files": files}
-
-
 class FilterModule(object):
     """The server role's inputs."""
 
     def filters(self):
         return {
             "sglang_input_problems": sglang_input_problems,
-            "sglang_last_good_manifest": sglang_last_good_manifest,
         }

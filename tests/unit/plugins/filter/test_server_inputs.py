@@ -130,45 +130,6 @@ def test_device_allow_without_control_characters():
     assert found and "sglang_unit_device_allow" in found[0]
 
 
-# ---------------------------------------------------------------- the last-good manifest (issue 13)
-def _stat(path, exists, checksum="ab" * 32, mode="0644"):
-    stat = {"exists": exists}
-    if exists:
-        stat.update(checksum=checksum, mode=mode, pw_name="root", gr_name="sglang")
-    return {"item": path, "stat": stat}
-
-
-def test_last_good_manifest_lists_each_file_and_where_its_copy_is():
-    import hashlib
-    restorable = ["/etc/sglang/nccl.env", "/site/sitecustomize.py", "/site/gpuserve_nccl_tuning.pth",
-                  "/etc/sglang/k.secrets.yaml"]
-    stats = [_stat("/etc/sglang/nccl.env", True, "11" * 32), _stat("/site/sitecustomize.py", True),
-             _stat("/site/gpuserve_nccl_tuning.pth", False), _stat("/etc/sglang/k.secrets.yaml", True, "22" * 32, "0640"),
-             _stat("/opt/sglang/install-record.json", True, "33" * 32)]
-    manifest = f.sglang_last_good_manifest(stats, "inv1", restorable, "/b/last-good/", ["/etc/sglang/k.secrets.yaml"])
-    files = manifest["files"]
-    assert manifest["invocation_id"] == "inv1"
-    assert files["/etc/sglang/nccl.env"]["sha256"] == "11" * 32
-    assert files["/etc/sglang/nccl.env"]["kept_at"] == "/b/last-good/" + hashlib.sha1(b"/etc/sglang/nccl.env").hexdigest()
-    assert files["/etc/sglang/nccl.env"]["restorable"] is True
-    # a restorable file that was not there: a rollback removes it
-    assert files["/site/gpuserve_nccl_tuning.pth"] == {"exists": False, "restorable": True}
-    # the secret's hash never lands in the manifest, its copy and mode do
-    assert "sha256" not in files["/etc/sglang/k.secrets.yaml"]
-    assert files["/etc/sglang/k.secrets.yaml"]["mode"] == "0640"
-    assert files["/etc/sglang/k.secrets.yaml"]["group"] == "sglang"
-    # the install record is read, not restored
-    assert "kept_at" not in files["/opt/sglang/install-record.json"]
-    assert "restorable" not in files["/opt/sglang/install-record.json"]
-
-
-def test_last_good_manifest_refuses_what_is_not_stat_results():
-    with pytest.raises(AnsibleFilterError, match="results list"):
-        f.sglang_last_good_manifest({"results": []}, "inv", [], "/b")
-    with pytest.raises(AnsibleFilterError, match="path as item"):
-        f.sglang_last_good_manifest([{"stat": {}}], "inv", [], "/b")
-
-
 # ---------------------------------------------------------------- takeover: the stray processes to stop (issue 13)
 @pytest.mark.parametrize("value, message", [
     (["python"], "sglang_stop_processes: match 'python' is shorter than 8"),

@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The last-good set of the server role, in one place: the files a verified invocation read at its start.
+
+On the host: ``<backup dir>/last-good/manifest.json`` names the verified invocation and, for each file it read,
+whether it existed, its mode and owner, its sha256 (never for a secret file) and, for the restorable ones, the
+kept copy ``<backup dir>/last-good/<sha1 of the path>`` (root, 0600). roles/server/tasks/restart.yml's rescue
+puts those copies back; stale.yml asks which files the running invocation does not have.
+
+Two operations, each one module call (gpuserve.sglang.sglang_last_good) instead of a stat per file:
+
+- ``read``: the state of each file (exists, mtime) and the manifest, and the files the running invocation does
+  not have (written after it started, or gone although its own verified start had them);
+- ``keep``: after a verified start, the copies and the manifest, each written to a temporary file and renamed
+  into place (a kill leaves the old file or the new one, never half of one), only where the content differs.
+"""
+from __future__ import annotations
+
+import grp
+import hashlib
+import json
+import os
+import pwd
+import stat as stat_mod
+import tempfile
+
+MANIFEST = "manifest.json"
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+
+
+def copy_path(directory, path):
+    """Where the kept copy of ``path`` lives."""
+    return "%s/%s" % (directory.rstrip("/"), hashlib.sha1(path.encode("utf-8")).hexdigest())
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _name(lookup, ident):
+    try:
+        return lookup(ident)[0]
+    except KeyError:
+        return str(ident)
+
+
+def file_state(path, checksum=False):
+    """What ansible.builtin.stat (follow: false) says of ``path``: exists, and for one that exists mtime, mode
+    ('0644'), owner and group names, and with ``checksum`` the sha256 of a regular file."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return {"exists": False}
+    state = {"exists": True, "mtime": info.st_mtime, "mode": "%04o" % stat_mod.S_IMODE(info.st_mode),
+             "owner": _name(pwd.getpwuid, info.st_uid), "group": _name(grp.getgrgid, info.st_gid)}
+    if checksum and stat_mod.S_ISREG(info.st_mode):
+        state["sha256"] = _sha256(path)
+    return state
+
+
+def manifest(states, invocation_id, restorable, directory, secret_paths=()):
+    """The manifest of a verified invocation from ``[(path, file_state(path, checksum=True))]``."""
+    files = {}
+    for path, state in states:
+        entry = {"exists": bool(state.get("exists"))}
+        if entry["exists"]:
+            entry.update(mode=state.get("mode"), owner=state.get("owner"), group=state.get("group"))
+            if path not in secret_paths:
+                entry["sha256"] = state.get("sha256")
+            if path in restorable:
+                entry["kept_at"] = copy_path(directory, path)
+        if path in restorable:
+            entry["restorable"] = True
+        files[path] = entry
+    return {"invocation_id": invocation_id or "", "files": files}
+
+
+def manifest_text(data):
+    """The manifest as the role has always written it (Ansible's to_nice_json), so that a host whose manifest
+    was written by the earlier tasks sees no change."""
+    return json.dumps(data, indent=4, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
+
+
+def load_manifest(directory):
+    """(manifest or {}, problem or None)."""
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, ValueError) as exc:
+        return {}, "the last-good manifest %s could not be read (%s): it is written anew after the next verified start" % (path, exc)
+    if not isinstance(data, dict):
+        return {}, "the last-good manifest %s is not a JSON object: it is written anew after the next verified start" % path
+    return data, None
+
+
+def read(directory, paths, active_since=0, invocation_id=""):
+    """The files and the manifest, and ``stale``: the files the running invocation does not have.
+
+    active_since: when the running invocation became active (whole seconds since the epoch; 0 = not running):
+    a file changed in or after the second after it is newer than the process (a change within that second counts
+    as older: no spurious restart). A file the manifest of THIS invocation had and that is gone counts too."""
+    states = [(path, file_state(path)) for path in paths]
+    data, problem = load_manifest(directory)
+    newer = [path for path, state in states
+             if state["exists"] and active_since > 0 and state["mtime"] >= active_since + 1]
+    gone = [path for path, state in states if not state["exists"]]
+    removed = []
+    if invocation_id and data.get("invocation_id", "") == invocation_id:
+        files = data.get("files") if isinstance(data.get("files"), dict) else {}
+        removed = [path for path, entry in files.items()
+                   if isinstance(entry, dict) and entry.get("exists") and path in gone]
+    stale = list(dict.fromkeys(newer + removed)) if active_since > 0 else []
+    return {"files": dict(states), "manifest": data, "stale": stale, "problem": problem}
+
+
+def _write_atomic(dest, data):
+    """Write bytes to dest through a temporary file in its directory and a rename (root, 0600)."""
+    directory = os.path.dirname(dest)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, FILE_MODE)
+        if os.geteuid() == 0:
+            os.chown(tmp, 0, 0)
+        os.rename(tmp, dest)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _needs_write(dest, data):
+    try:
+        info = os.lstat(dest)
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    if not stat_mod.S_ISREG(info.st_mode) or stat_mod.S_IMODE(info.st_mode) != FILE_MODE:
+        return True
+    if os.geteuid() == 0 and (info.st_uid, info.st_gid) != (0, 0):
+        return True
+    with open(dest, "rb") as handle:
+        return handle.read() != data
+
+
+def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False):
+    """After a verified start: a copy of each restorable file that exists, then the manifest. Returns
+    {"changed": bool, "written": [paths written or to write], "manifest": dict}."""
+    written = []
+    if not os.path.isdir(directory):
+        written.append(directory)
+        if not check_mode:
+            os.makedirs(directory, mode=DIR_MODE)
+    elif not check_mode and stat_mod.S_IMODE(os.stat(directory).st_mode) != DIR_MODE:
+        os.chmod(directory, DIR_MODE)
+        written.append(directory)
+    if not check_mode and os.geteuid() == 0:
+        info = os.stat(directory)
+        if (info.st_uid, info.st_gid) != (0, 0):
+            os.chown(directory, 0, 0)
+            written.append(directory)
+    states = [(path, file_state(path, checksum=True)) for path in paths]
+    for path, state in states:
+        if path not in restorable or not state["exists"]:
+            continue
+        with open(path, "rb") as handle:
+            data = handle.read()
+        dest = copy_path(directory, path)
+        if _needs_write(dest, data):
+            written.append(dest)
+            if not check_mode:
+                _write_atomic(dest, data)
+    data = manifest(states, invocation_id, restorable, directory, secret_paths)
+    text = manifest_text(data).encode("utf-8")
+    dest = os.path.join(directory, MANIFEST)
+    if _needs_write(dest, text):
+        written.append(dest)
+        if not check_mode:
+            _write_atomic(dest, text)
+    return {"changed": bool(written), "written": list(dict.fromkeys(written)), "manifest": data}

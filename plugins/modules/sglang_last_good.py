@@ -1,0 +1,164 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_last_good
+short_description: Read or keep the last-good set of the server (the files its verified invocation read)
+version_added: "0.2.0"
+description:
+  - The server role's last-good set, in one call instead of one stat, copy or read per file. The set is a
+    directory (O(directory), root only) with C(manifest.json) and a copy of each restorable file; the logic and
+    the format live in C(plugins/module_utils/_last_good.py).
+  - O(state=read) (changes nothing) returns each file of O(paths) (exists, mtime), the manifest, and C(stale),
+    the files that the running invocation does not have - changed in or after the second after O(active_since),
+    or gone although the manifest of O(invocation_id) had them.
+  - O(state=kept), after a verified start, keeps a copy of each file of O(restorable) that exists and writes
+    the manifest (sha256, mode and owner of each file of O(paths), none for O(secret_paths)). Each file is
+    written to a temporary file and renamed into place, only where its content, mode or owner differs, copies
+    before the manifest.
+author:
+  - gpuserve.sglang maintainers (@gpuserve)
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+attributes:
+  check_mode:
+    support: full
+    details: O(state=kept) reports what it would write and writes nothing.
+  diff_mode:
+    support: none
+    details: Reports the paths written.
+  platform:
+    details: Linux.
+options:
+  state:
+    description: V(read) the set and the files, or V(kept) (write the set after a verified start).
+    type: str
+    choices: [read, kept]
+    default: read
+  directory:
+    description: The last-good directory (C(<sglang_backup_dir>/last-good)); an absolute path.
+    type: path
+    required: true
+  paths:
+    description: The files the server reads at start, absolute paths.
+    type: list
+    elements: path
+    required: true
+  restorable:
+    description: Those of O(paths) that a rollback puts back (a copy is kept of each that exists).
+    type: list
+    elements: path
+    default: []
+  secret_paths:
+    description: Those of O(paths) whose sha256 stays out of the manifest.
+    type: list
+    elements: path
+    default: []
+  invocation_id:
+    description:
+      - The systemd InvocationID of the running (O(state=read)) or just verified (O(state=kept)) invocation.
+    type: str
+    default: ""
+  active_since:
+    description:
+      - O(state=read) only. When the running invocation became active, in whole seconds since the epoch
+        (systemd's ActiveEnterTimestamp with C(--timestamp=unix)); V(0) when it is not running (nothing is
+        stale).
+    type: int
+    default: 0
+"""
+
+EXAMPLES = r"""
+- name: Which files the running invocation does not have
+  gpuserve.sglang.sglang_last_good:
+    directory: /etc/sglang/backup/last-good
+    paths: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/sglang-kimi.env, /etc/sglang/nccl.env]
+    active_since: 1764657600
+    invocation_id: 98ed0f3a4c1e4bb1a6f0e6bd2a1b77c3
+  register: inputs
+
+- name: Keep the files the verified invocation read as the last good ones
+  gpuserve.sglang.sglang_last_good:
+    state: kept
+    directory: /etc/sglang/backup/last-good
+    paths: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/sglang-kimi.secrets.yaml, /etc/sglang/nccl.env]
+    restorable: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/sglang-kimi.secrets.yaml, /etc/sglang/nccl.env]
+    secret_paths: [/etc/sglang/sglang-kimi.secrets.yaml]
+    invocation_id: 98ed0f3a4c1e4bb1a6f0e6bd2a1b77c3
+"""
+
+RETURN = r"""
+files:
+  description: O(state=read). Each path of O(paths) with C(exists) and, for one that exists, C(mtime), C(mode), C(owner), C(group).
+  returned: state is read
+  type: dict
+  sample: {"/etc/sglang/nccl.env": {"exists": true, "mtime": 1764657700.5, "mode": "0644", "owner": "root", "group": "root"}}
+stale:
+  description: O(state=read). The paths the running invocation does not have, in the order of O(paths), then the gone ones.
+  returned: state is read
+  type: list
+  elements: str
+  sample: ["/etc/sglang/nccl.env"]
+manifest:
+  description: The manifest (read, or as kept); V({}) when there is none yet.
+  returned: always
+  type: dict
+  sample: {"invocation_id": "98ed...", "files": {"/etc/sglang/nccl.env": {"exists": true, "sha256": "ab12...",
+           "mode": "0644", "owner": "root", "group": "root", "restorable": true,
+           "kept_at": "/etc/sglang/backup/last-good/0f1e..."}}}
+written:
+  description: O(state=kept). The paths written (in check mode, those it would write).
+  returned: state is kept
+  type: list
+  elements: str
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            state=dict(type="str", choices=["read", "kept"], default="read"),
+            directory=dict(type="path", required=True),
+            paths=dict(type="list", elements="path", required=True),
+            restorable=dict(type="list", elements="path", default=[]),
+            secret_paths=dict(type="list", elements="path", default=[], no_log=False),  # paths, not secrets
+            invocation_id=dict(type="str", default=""),
+            active_since=dict(type="int", default=0),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    bad = [path for path in [params["directory"]] + params["paths"] + params["restorable"] + params["secret_paths"]
+           if not os.path.isabs(path) or any(ord(char) < 32 for char in path)]
+    if bad:
+        module.fail_json(msg="sglang_last_good: absolute paths without control characters only, got %s"
+                         % ", ".join(repr(path) for path in bad))
+    if params["state"] == "read":
+        result = _last_good.read(params["directory"], params["paths"], params["active_since"],
+                                 params["invocation_id"])
+        problem = result.pop("problem")
+        if problem:
+            module.warn(problem)
+        module.exit_json(changed=False, **result)
+    try:
+        result = _last_good.keep(params["directory"], params["paths"], params["restorable"], params["secret_paths"],
+                                 params["invocation_id"], check_mode=module.check_mode)
+    except OSError as exc:
+        module.fail_json(msg="sglang_last_good: the last-good set in %s could not be written: %s"
+                         % (params["directory"], exc))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The last-good set (module_utils/_last_good.py, module sglang_last_good): the manifest format, which files the
+running invocation does not have, the copies and manifest written by rename only where they differ."""
+import hashlib
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good as lg
+
+from conftest import COLLECTIONS, ROOT
+
+MODULE = os.path.join(ROOT, "plugins", "modules", "sglang_last_good.py")
+
+
+def _state(exists, sha256="ab" * 32, mode="0644"):
+    state = {"exists": exists}
+    if exists:
+        state.update(sha256=sha256, mode=mode, owner="root", group="sglang", mtime=1.0)
+    return state
+
+
+def test_manifest_lists_each_file_and_where_its_copy_is():
+    restorable = ["/etc/sglang/nccl.env", "/site/sitecustomize.py", "/site/gpuserve_nccl_tuning.pth",
+                  "/etc/sglang/k.secrets.yaml"]
+    states = [("/etc/sglang/nccl.env", _state(True, "11" * 32)), ("/site/sitecustomize.py", _state(True)),
+              ("/site/gpuserve_nccl_tuning.pth", _state(False)),
+              ("/etc/sglang/k.secrets.yaml", _state(True, "22" * 32, "0640")),
+              ("/opt/sglang/install-record.json", _state(True, "33" * 32))]
+    manifest = lg.manifest(states, "inv1", restorable, "/b/last-good/", ["/etc/sglang/k.secrets.yaml"])
+    files = manifest["files"]
+    assert manifest["invocation_id"] == "inv1"
+    assert files["/etc/sglang/nccl.env"]["sha256"] == "11" * 32
+    assert files["/etc/sglang/nccl.env"]["kept_at"] == "/b/last-good/" + hashlib.sha1(b"/etc/sglang/nccl.env").hexdigest()
+    assert files["/etc/sglang/nccl.env"]["restorable"] is True
+    # a restorable file that was not there: a rollback removes it
+    assert files["/site/gpuserve_nccl_tuning.pth"] == {"exists": False, "restorable": True}
+    # the secret's hash never lands in the manifest, its copy and mode do
+    assert "sha256" not in files["/etc/sglang/k.secrets.yaml"]
+    assert files["/etc/sglang/k.secrets.yaml"]["mode"] == "0640"
+    assert files["/etc/sglang/k.secrets.yaml"]["group"] == "sglang"
+    assert "kept_at" in files["/etc/sglang/k.secrets.yaml"]
+    # the install record is read, not restored
+    assert "kept_at" not in files["/opt/sglang/install-record.json"]
+    assert "restorable" not in files["/opt/sglang/install-record.json"]
+
+
+def test_manifest_text_is_what_the_role_wrote_before():
+    """The earlier tasks wrote the manifest with Ansible's to_nice_json: the same bytes, so an upgraded host's
+    manifest is not rewritten (no change on the first run after the upgrade)."""
+    from ansible.plugins.filter.core import to_nice_json
+    data = {"invocation_id": "inv", "files": {"/b": {"exists": True, "sha256": "x", "mode": "0644"},
+                                              "/a": {"exists": False, "restorable": True}}}
+    assert lg.manifest_text(data) == to_nice_json(data)
+
+
+def _files(tmp_path):
+    unit = tmp_path / "unit.service"
+    unit.write_text("[Service]\n")
+    env = tmp_path / "nccl.env"
+    env.write_text("NCCL_PROTO=Simple\n")
+    secret = tmp_path / "k.secrets.yaml"
+    secret.write_text("api-key: sk-1\n")
+    return [str(unit), str(env), str(secret), str(tmp_path / "absent.pth"), str(tmp_path / "record.json")]
+
+
+def test_keep_writes_copies_then_manifest_and_nothing_the_second_time(tmp_path):
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "backup" / "last-good")
+    first = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
+    assert first["changed"]
+    for path in paths[:3]:
+        copy = lg.copy_path(directory, path)
+        assert open(copy).read() == open(path).read()
+        assert oct(os.stat(copy).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(directory).st_mode & 0o777) == "0o700"
+    on_disk = json.load(open(os.path.join(directory, "manifest.json")))
+    assert on_disk == first["manifest"]
+    assert on_disk["files"][paths[3]] == {"exists": False, "restorable": True}
+    assert "sha256" not in on_disk["files"][paths[2]]
+    assert on_disk["files"][paths[1]]["sha256"] == hashlib.sha256(b"NCCL_PROTO=Simple\n").hexdigest()
+    assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
+    again = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
+    assert not again["changed"] and again["written"] == []
+    # one file changes: its copy and the manifest are written, nothing else
+    with open(paths[1], "w") as handle:
+        handle.write("NCCL_PROTO=LL\n")
+    third = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
+    assert third["written"] == [lg.copy_path(directory, paths[1]), os.path.join(directory, "manifest.json")]
+
+
+def test_keep_in_check_mode_writes_nothing(tmp_path):
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "last-good")
+    result = lg.keep(directory, paths, restorable=paths[:2], invocation_id="inv1", check_mode=True)
+    assert result["changed"] and directory in result["written"]
+    assert not os.path.exists(directory)
+
+
+def test_a_failed_write_leaves_the_old_manifest_whole(tmp_path, monkeypatch):
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "last-good")
+    lg.keep(directory, paths, restorable=paths[:2], invocation_id="inv1")
+    before = open(os.path.join(directory, "manifest.json")).read()
+
+    def full_disk(*_args):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(lg.os, "fsync", full_disk)
+    with pytest.raises(OSError):
+        lg.keep(directory, paths, restorable=paths[:2], invocation_id="inv2")
+    assert open(os.path.join(directory, "manifest.json")).read() == before
+    assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
+
+
+def test_read_names_newer_files_and_those_gone_since_this_invocations_start(tmp_path):
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "last-good")
+    lg.keep(directory, paths, restorable=paths[:4], invocation_id="inv1")
+    started = int(os.stat(paths[0]).st_mtime) + 10
+    for path in paths[:3]:
+        os.utime(path, (started - 5, started - 5))
+    os.utime(paths[1], (started + 1, started + 1))          # written after the start
+    os.utime(paths[2], (started + 0.5, started + 0.5))      # within the start's second: older
+    assert lg.read(directory, paths, started, "inv1")["stale"] == [paths[1]]
+    os.unlink(paths[0])                                      # the unit the verified start had is gone
+    assert lg.read(directory, paths, started, "inv1")["stale"] == [paths[1], paths[0]]
+    # another invocation's manifest says nothing of this one; a stopped unit has nothing stale
+    assert lg.read(directory, paths, started, "inv2")["stale"] == [paths[1]]
+    assert lg.read(directory, paths, 0, "inv1")["stale"] == []
+    state = lg.read(directory, paths, started, "inv1")
+    assert state["files"][paths[0]] == {"exists": False} and state["files"][paths[1]]["exists"]
+    assert state["manifest"]["invocation_id"] == "inv1"
+
+
+def test_read_survives_a_broken_manifest_and_says_so(tmp_path):
+    directory = tmp_path / "last-good"
+    directory.mkdir()
+    (directory / "manifest.json").write_text("{not json")
+    result = lg.read(str(directory), [str(tmp_path / "x")], 100, "inv")
+    assert result["manifest"] == {} and "could not be read" in result["problem"]
+
+
+def _run_module(tmp_path, args):
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
+    proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env,
+                          timeout=600, check=False)
+    return json.loads(proc.stdout)
+
+
+def test_module_reads_and_keeps(tmp_path):
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "last-good")
+    kept = _run_module(tmp_path, {"state": "kept", "directory": directory, "paths": paths, "restorable": paths[:2],
+                                  "invocation_id": "inv1"})
+    assert kept["changed"] and kept["manifest"]["invocation_id"] == "inv1"
+    read = _run_module(tmp_path, {"directory": directory, "paths": paths, "active_since": 1, "invocation_id": "inv1"})
+    assert not read["changed"] and read["manifest"] == kept["manifest"]
+    assert set(read["stale"]) == set(paths[:3])   # all written after 1970-01-01 00:00:02
+
+
+def test_module_refuses_relative_paths_and_control_characters(tmp_path):
+    result = _run_module(tmp_path, {"directory": str(tmp_path), "paths": ["etc/x", "/etc/y\nz"]})
+    assert result["failed"] and "'etc/x'" in result["msg"] and "'/etc/y\\nz'" in result["msg"]
