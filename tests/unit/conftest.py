@@ -33,7 +33,7 @@ def run_play(tmp_path, play, extra_vars=()):
            "-e", "ansible_python_interpreter=" + sys.executable, str(path)]
     for item in extra_vars:
         cmd += ["-e", item]
-    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False)
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
     return proc.returncode, proc.stdout + proc.stderr
 
 
@@ -52,7 +52,7 @@ def _host_text(result):
     return "\n".join(parts)
 
 
-def run_play_batch(tmp_dir, play, cases, timeout=1200):
+def run_play_batch(tmp_dir, play, cases, timeout=3600):
     """Run one play for several cases in ONE ansible-playbook: each case is an inventory host (connection local,
     this interpreter) whose host variables are the case's variables, so the play's tasks, the roles' defaults,
     argument_specs and asserts run for every case as they would for `run_play(..., [json.dumps(variables)])`,

@@ -14,7 +14,7 @@ LIB = os.path.join(ROOT, "tests", "gpu", "lib.sh")
 
 def _bash(script, **env):
     return subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=False,
-                          env=dict(os.environ, **env), timeout=600)
+                          env=dict(os.environ, **env), timeout=1800)
 
 
 def test_init_links_the_collection_and_finish_counts_failures():

@@ -74,7 +74,7 @@ def test_deploy_tags_server_reaches_the_rolling_play_behind_routers(tmp_path):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
     out = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
                           os.path.join(ROOT, "playbooks", "deploy.yml"), "--tags", "server", "--list-tasks"],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=True).stdout
+                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=True).stdout
     rolling = out.split("Rolling restart of the SGLang servers", 1)[1]
     for task in ("Is a restart due on this host", "Take the batch's due hosts out of every router",
                  "Apply the configuration", "Put the host back in every router"):

@@ -55,7 +55,7 @@ def profile_args(name):
 def run_parser(argv):
     """One command line, exactly as the role's preflight runs the checker (exit status, argparse's stderr)."""
     env = dict(os.environ, SGLANG_CHECK_ARGV=json.dumps(argv), PYTHONWARNINGS="ignore")
-    return subprocess.run([VENV_PY, CHECKER], env=env, capture_output=True, text=True, timeout=1200, check=False)
+    return subprocess.run([VENV_PY, CHECKER], env=env, capture_output=True, text=True, timeout=3600, check=False)
 
 
 def parsed(argv):
@@ -69,7 +69,7 @@ def parsed(argv):
 def run_batch(argvs):
     """Many command lines with one import of SGLang (importing it takes seconds)."""
     env = dict(os.environ, SGLANG_CHECK_ARGV_BATCH=json.dumps(argvs), PYTHONWARNINGS="ignore")
-    proc = subprocess.run([VENV_PY, CHECKER], env=env, capture_output=True, text=True, timeout=1200, check=False)
+    proc = subprocess.run([VENV_PY, CHECKER], env=env, capture_output=True, text=True, timeout=3600, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return [json.loads(line) for line in proc.stdout.splitlines()]
 

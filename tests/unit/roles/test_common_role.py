@@ -145,7 +145,7 @@ def _play(tmp_path, text, *extra):
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
            "-e", "ansible_python_interpreter=" + sys.executable, "-e", "base_python=" + sys.executable,
            "-e", "venv=" + str(tmp_path / "parent" / "venv"), str(play)] + list(extra)
-    return subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=1200, check=False)
+    return subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=3600, check=False)
 
 
 def test_venv_created_once_and_site_packages_read(tmp_path):

@@ -45,7 +45,7 @@ def run_preflight(tmp_path, extra_vars):
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
            "-e", "ansible_python_interpreter=" + sys.executable, str(play)] + args
-    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=1200, check=False)
+    return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
 
 
 def test_preflight_quotes_the_installed_parsers_error(tmp_path):

@@ -184,21 +184,30 @@ def test_metrics_only_with_enable_metrics_and_api_key_as_sglang():
 
 
 def test_sigterm_drains_then_cuts_what_is_in_flight_and_closes_the_port():
-    srv = Server(STANDIN_DRAIN_SECONDS="1", STANDIN_TOKEN_DELAY_SECONDS="0.02")
+    # Waits poll a condition (the request in flight, the 503 of the drain) instead of sleeping a fixed time, and
+    # the drain is long enough to be seen on a busy machine: nothing here depends on how busy the machine is.
+    srv = Server(["--enable-metrics"], STANDIN_DRAIN_SECONDS="4", STANDIN_TOKEN_DELAY_SECONDS="0.05")
     long_one, short_one = [], []
     t_long = threading.Thread(target=lambda: long_one.append(srv.call(
-        "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1000}, timeout=30)))   # 20 s: outlasts the drain
+        "POST", "/v1/completions", {"prompt": "x", "max_tokens": 1000}, timeout=90)))   # 50 s: outlasts the drain
     t_long.start()
-    time.sleep(0.3)
+    running_key = ('sglang:num_running_reqs{engine_type="unified",model_name="kimi",moe_ep_rank="0",'
+                   'pp_rank="0",tp_rank="0"}')
+    deadline = time.time() + 60
+    while time.time() < deadline and srv.metrics()[1][running_key] != 1:
+        time.sleep(0.05)
+    assert srv.metrics()[1][running_key] == 1                    # the long request is in flight
     srv.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
+    deadline = time.time() + 60
+    while time.time() < deadline and srv.call("GET", "/health")[0] == 200:
+        time.sleep(0.05)
     assert srv.call("GET", "/health")[0] == 503                  # draining
     t_short = threading.Thread(target=lambda: short_one.append(srv.call(
         "POST", "/v1/completions", {"prompt": "x", "max_tokens": 2}, timeout=30)))       # accepted while draining
     t_short.start()
-    out = srv.proc.communicate(timeout=30)[0]
-    t_long.join(30)
-    t_short.join(30)
+    out = srv.proc.communicate(timeout=120)[0]
+    t_long.join(120)
+    t_short.join(120)
     assert srv.proc.returncode == -signal.SIGKILL
     assert long_one[0][0] is None                                # cut: no answer at all
     assert short_one[0][0] == 200                                # finished within the drain

@@ -148,7 +148,7 @@ def _run_module(tmp_path, args):
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     env = dict(os.environ, PYTHONPATH=COLLECTIONS)
     proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env,
-                          timeout=600, check=False)
+                          timeout=1800, check=False)
     return json.loads(proc.stdout)
 
 

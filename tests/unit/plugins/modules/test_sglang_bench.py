@@ -113,7 +113,7 @@ def run_module(tmp_path, args):
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
     proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True,
-                          env=dict(os.environ, PYTHONPATH=COLLECTIONS), check=False, timeout=1200)
+                          env=dict(os.environ, PYTHONPATH=COLLECTIONS), check=False, timeout=3600)
     try:
         return json.loads(proc.stdout)
     except ValueError:

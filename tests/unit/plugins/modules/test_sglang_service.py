@@ -84,7 +84,7 @@ def run_module(tmp_path, args, check_mode=False):
     args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": payload}))
     env = dict(os.environ, PYTHONPATH=COLLECTIONS, PATH="%s:/usr/bin:/bin" % (tmp_path / "bin"))
     proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env,
-                          timeout=600, check=False)
+                          timeout=1800, check=False)
     return json.loads(proc.stdout)
 
 
