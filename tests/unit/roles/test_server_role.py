@@ -199,3 +199,16 @@ def test_unit_template_timeout_stop_for_hicache_units():
     assert _settings(_render_unit())["TimeoutStopSec"] == ["60"]
     hicache = _settings(_render_unit(sglang_plan_inputs={"hicache": True}))
     assert hicache["TimeoutStopSec"] == ["180"]
+
+
+def test_rollback_stops_the_failed_invocation_before_any_file_goes_back():
+    """A failed start waits in auto-restart (Restart=on-failure, RestartSec): the rescue stops it before it puts
+    any file back, so systemd cannot start the failing configuration again while the rollback runs (found by
+    molecule/restart_inputs on a busy machine: three starts instead of two, the failing one twice)."""
+    block = _yaml("tasks", "restart.yml")[0]
+    rollback = next(t for t in block["rescue"] if t.get("name") == "Roll back to the last good configuration")
+    first = rollback["block"][0]
+    assert first["ansible.builtin.systemd_service"] == {"name": "{{ sglang_service_name }}.service", "state": "stopped"}
+    host_changes = [i for i, t in enumerate(rollback["block"])
+                    if "ansible.builtin.copy" in t or "ansible.builtin.file" in t]
+    assert host_changes and min(host_changes) > 0
