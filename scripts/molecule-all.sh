@@ -28,11 +28,21 @@ for s in "${scenarios[@]}"; do
 done
 logs="$ROOT/.cache/molecule-logs"
 mkdir -p "$logs"
+# The prepared host images (scripts/test-images.sh, cached per recipe) and which scenario runs on which
+# (molecule/IMAGES): each scenario's SYSTEMD_IMAGE, the image every platform of molecule.yml names.
+"$ROOT/scripts/test-images.sh" || { echo "molecule: the test host images could not be built" >&2; exit 1; }
+declare -A image_of=()
+while IFS='=' read -r kind image; do image_of[$kind]="$image"; done <"$ROOT/.cache/test-images.env"
+image_for() {  # scenario -> image
+  local kind
+  kind="$(awk -v s="$1" '$1 == s {print $2}' "$ROOT/molecule/IMAGES")"
+  echo "${image_of[${kind:-systemd}]:-${image_of[systemd]}}"
+}
 
 run_one() {
   local s="$1" start=$SECONDS rc
   # Each line stamped with the time it arrived: scripts/test-times.py reads the step times from it.
-  molecule test -s "$s" 2>&1 | python3 "$ROOT/scripts/stamp-lines.py" >"$logs/$s.log"
+  SYSTEMD_IMAGE="$(image_for "$s")" molecule test -s "$s" 2>&1 | python3 "$ROOT/scripts/stamp-lines.py" >"$logs/$s.log"
   rc=${PIPESTATUS[0]}
   echo "$rc $((SECONDS - start))" >"$logs/$s.result"
   return "$rc"

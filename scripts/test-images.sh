@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Test host images derived from the systemd image (scripts/systemd-image.sh), each prepared ONCE per recipe and
+# reused by every scenario that would otherwise do the same work in its prepare step (molecule/IMAGES says which
+# scenario runs on which). The tag is the sha256 of the base image's ID and the recipe, so a changed recipe or
+# a rebuilt base image gives a new image; the prepare steps still check what they need (`creates:`, dpkg-query)
+# and do it themselves on a plain host, so a scenario run without this script is slower, never different.
+#   standin     the venv where the install role would put SGLang (/opt/sglang/venv: `python3 -m venv`, as the
+#               prepare steps create it) and the small model directories of the stand-in scenarios
+#   prometheus  standin + Debian's prometheus and prometheus-node-exporter (the prometheus scenario)
+# Writes .cache/test-images.env: one line `<kind>=<image>` each, read by scripts/molecule-all.sh.
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+BASE="${SYSTEMD_IMAGE:-gpuserve-sglang/debian12-systemd:1}"
+out="$ROOT/.cache/test-images.env"
+mkdir -p "$ROOT/.cache"
+
+build() {  # kind from-image recipe -> prints the image name
+  local kind="$1" from="$2" recipe="$3" from_id hash tag cid
+  from_id="$(docker image inspect -f '{{.Id}}' "$from")"
+  hash="$(printf '%s\n%s\n' "$from_id" "$recipe" | sha256sum | cut -c1-12)"
+  tag="gpuserve-sglang/debian12-$kind:$hash"
+  if ! docker image inspect "$tag" >/dev/null 2>&1; then
+    echo "test-images: building $tag" >&2
+    cid="$(docker create -e DEBIAN_FRONTEND=noninteractive "$from" /bin/sh -ec "$recipe")"
+    if ! docker start -a "$cid" >"$ROOT/.cache/test-image-$kind.log" 2>&1; then
+      docker rm -f "$cid" >/dev/null 2>&1 || true
+      echo "test-images: building $tag failed, see .cache/test-image-$kind.log" >&2
+      tail -20 "$ROOT/.cache/test-image-$kind.log" >&2
+      return 1
+    fi
+    docker commit -c 'CMD ["/lib/systemd/systemd"]' "$cid" "$tag" >/dev/null
+    docker rm "$cid" >/dev/null
+  fi
+  echo "$tag"
+}
+
+standin="$(build standin "$BASE" \
+  'python3 -m venv /opt/sglang/venv && mkdir -p /models/Kimi-K2.5-INT4 /models/Kimi-K2.5-EAGLE3')"
+prometheus="$(build prometheus "$standin" \
+  'apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter >/dev/null
+   rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb')"
+printf 'systemd=%s\nstandin=%s\nprometheus=%s\n' "$BASE" "$standin" "$prometheus" >"$out.tmp"
+mv "$out.tmp" "$out"
+echo "test-images: standin $standin, prometheus $prometheus"
