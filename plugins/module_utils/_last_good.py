@@ -4,15 +4,17 @@
 
 On the host: ``<backup dir>/last-good/manifest.json`` names the verified invocation and, for each file it read,
 whether it existed, its mode and owner, its sha256 (never for a secret file) and, for the restorable ones, the
-kept copy ``<backup dir>/last-good/<sha1 of the path>`` (root, 0600). roles/server/tasks/restart.yml's rescue
+kept copy ``<backup dir>/last-good/<sha1 of the path>.<invocation>`` (root, 0600). roles/server/tasks/restart.yml's rescue
 puts those copies back; stale.yml asks which files the running invocation does not have.
 
 Two operations, each one module call (gpuserve.sglang.sglang_last_good) instead of a stat per file:
 
 - ``read``: the state of each file (exists, mtime) and the manifest, and the files the running invocation does
   not have (written after it started, or gone although its own verified start had them);
-- ``keep``: after a verified start, the copies and the manifest, each written to a temporary file and renamed
-  into place (a kill leaves the old file or the new one, never half of one), only where the content differs.
+- ``keep``: after a verified start, the set replaced as a whole: the copies under names of the new invocation,
+  then the manifest renamed into place (the switch), then the copies of the old set removed. Every file goes
+  through a temporary file and a rename, only where its content differs: a kill or a full disk at any point
+  leaves the old set or the new one, never a mix of files that did not run together.
 """
 from __future__ import annotations
 
@@ -21,17 +23,26 @@ import hashlib
 import json
 import os
 import pwd
+import re
 import stat as stat_mod
 import tempfile
+import time
 
 MANIFEST = "manifest.json"
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
 
-def copy_path(directory, path):
-    """Where the kept copy of ``path`` lives."""
-    return "%s/%s" % (directory.rstrip("/"), hashlib.sha1(path.encode("utf-8")).hexdigest())
+COPY_RE = re.compile(r"^[0-9a-f]{40}(\.[0-9A-Za-z_-]+)?$")
+
+
+def copy_path(directory, path, generation=""):
+    """Where the kept copy of ``path`` lives: ``<sha1 of the path>.<generation>`` (the verified invocation), so
+    that a new set never overwrites the copies the current manifest names (``<sha1>`` alone: the layout before)."""
+    name = hashlib.sha1(path.encode("utf-8")).hexdigest()
+    if generation:
+        name += "." + re.sub(r"[^0-9A-Za-z_-]", "_", generation)
+    return "%s/%s" % (directory.rstrip("/"), name)
 
 
 def _sha256(path):
@@ -64,7 +75,8 @@ def file_state(path, checksum=False):
 
 
 def manifest(states, invocation_id, restorable, directory, secret_paths=()):
-    """The manifest of a verified invocation from ``[(path, file_state(path, checksum=True))]``."""
+    """The manifest of a verified invocation from ``[(path, file_state(path, checksum=True))]``; the kept copies
+    are named after the invocation (copy_path)."""
     files = {}
     for path, state in states:
         entry = {"exists": bool(state.get("exists"))}
@@ -73,7 +85,7 @@ def manifest(states, invocation_id, restorable, directory, secret_paths=()):
             if path not in secret_paths:
                 entry["sha256"] = state.get("sha256")
             if path in restorable:
-                entry["kept_at"] = copy_path(directory, path)
+                entry["kept_at"] = copy_path(directory, path, invocation_id or "unknown")
         if path in restorable:
             entry["restorable"] = True
         files[path] = entry
@@ -154,8 +166,11 @@ def _needs_write(dest, data):
 
 
 def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False):
-    """After a verified start: a copy of each restorable file that exists, then the manifest. Returns
-    {"changed": bool, "written": [paths written or to write], "manifest": dict}."""
+    """After a verified start: the set of this invocation, replaced as a whole. Each restorable file that exists
+    is copied to a name of this invocation (the copies the current manifest names are not touched), then the
+    manifest is renamed into place (the switch), then the copies no manifest names any more are removed. A kill
+    or a full disk at any point leaves the old manifest with its own copies, or the new one with its own.
+    Returns {"changed": bool, "written": [paths written, removed or to be], "manifest": dict}."""
     written = []
     if not os.path.isdir(directory):
         written.append(directory)
@@ -170,21 +185,33 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
             os.chown(directory, 0, 0)
             written.append(directory)
     states = [(path, file_state(path, checksum=True)) for path in paths]
-    for path, state in states:
-        if path not in restorable or not state["exists"]:
+    data = manifest(states, invocation_id, restorable, directory, secret_paths)
+    for path, entry in data["files"].items():
+        if "kept_at" not in entry:
             continue
         with open(path, "rb") as handle:
-            data = handle.read()
-        dest = copy_path(directory, path)
-        if _needs_write(dest, data):
-            written.append(dest)
+            content = handle.read()
+        if _needs_write(entry["kept_at"], content):
+            written.append(entry["kept_at"])
             if not check_mode:
-                _write_atomic(dest, data)
-    data = manifest(states, invocation_id, restorable, directory, secret_paths)
+                _write_atomic(entry["kept_at"], content)
     text = manifest_text(data).encode("utf-8")
     dest = os.path.join(directory, MANIFEST)
     if _needs_write(dest, text):
         written.append(dest)
         if not check_mode:
             _write_atomic(dest, text)
+    if os.path.isdir(directory):
+        named = {entry["kept_at"] for entry in data["files"].values() if "kept_at" in entry}
+        for name in sorted(os.listdir(directory)):
+            full = os.path.join(directory, name)
+            # a temporary file of a write that was killed (an hour old: not one of a run in progress)
+            try:
+                stale_tmp = name.startswith(".tmp-") and os.lstat(full).st_mtime < time.time() - 3600
+                if (COPY_RE.match(name) and full not in named) or stale_tmp:
+                    written.append(full)
+                    if not check_mode:
+                        os.unlink(full)
+            except FileNotFoundError:
+                continue
     return {"changed": bool(written), "written": list(dict.fromkeys(written)), "manifest": data}

@@ -17,10 +17,11 @@ description:
   - O(state=read) (changes nothing) returns each file of O(paths) (exists, mtime), the manifest, and C(stale),
     the files that the running invocation does not have - changed in or after the second after O(active_since),
     or gone although the manifest of O(invocation_id) had them.
-  - O(state=kept), after a verified start, keeps a copy of each file of O(restorable) that exists and writes
-    the manifest (sha256, mode and owner of each file of O(paths), none for O(secret_paths)). Each file is
-    written to a temporary file and renamed into place, only where its content, mode or owner differs, copies
-    before the manifest.
+  - O(state=kept), after a verified start, replaces the set as a whole - a copy of each file of O(restorable)
+    that exists under a name of O(invocation_id), then the manifest (sha256, mode and owner of each file of
+    O(paths), none for O(secret_paths)) renamed into place, then the copies no manifest names any more removed.
+    Each file goes through a temporary file and a rename, only where its content, mode or owner differs; a kill
+    at any point leaves the old set or the new one.
 author:
   - gpuserve.sglang maintainers (@gpuserve)
 extends_documentation_fragment:
@@ -110,9 +111,9 @@ manifest:
   type: dict
   sample: {"invocation_id": "98ed...", "files": {"/etc/sglang/nccl.env": {"exists": true, "sha256": "ab12...",
            "mode": "0644", "owner": "root", "group": "root", "restorable": true,
-           "kept_at": "/etc/sglang/backup/last-good/0f1e..."}}}
+           "kept_at": "/etc/sglang/backup/last-good/0f1e....98ed..."}}}
 written:
-  description: O(state=kept). The paths written (in check mode, those it would write).
+  description: O(state=kept). The paths written or removed (in check mode, those it would write or remove).
   returned: state is kept
   type: list
   elements: str

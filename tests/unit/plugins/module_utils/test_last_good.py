@@ -34,7 +34,8 @@ def test_manifest_lists_each_file_and_where_its_copy_is():
     files = manifest["files"]
     assert manifest["invocation_id"] == "inv1"
     assert files["/etc/sglang/nccl.env"]["sha256"] == "11" * 32
-    assert files["/etc/sglang/nccl.env"]["kept_at"] == "/b/last-good/" + hashlib.sha1(b"/etc/sglang/nccl.env").hexdigest()
+    assert files["/etc/sglang/nccl.env"]["kept_at"] == (
+        "/b/last-good/" + hashlib.sha1(b"/etc/sglang/nccl.env").hexdigest() + ".inv1")   # named after the invocation
     assert files["/etc/sglang/nccl.env"]["restorable"] is True
     # a restorable file that was not there: a rollback removes it
     assert files["/site/gpuserve_nccl_tuning.pth"] == {"exists": False, "restorable": True}
@@ -73,7 +74,7 @@ def test_keep_writes_copies_then_manifest_and_nothing_the_second_time(tmp_path):
     first = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
     assert first["changed"]
     for path in paths[:3]:
-        copy = lg.copy_path(directory, path)
+        copy = lg.copy_path(directory, path, "inv1")
         assert open(copy).read() == open(path).read()
         assert oct(os.stat(copy).st_mode & 0o777) == "0o600"
     assert oct(os.stat(directory).st_mode & 0o777) == "0o700"
@@ -89,7 +90,7 @@ def test_keep_writes_copies_then_manifest_and_nothing_the_second_time(tmp_path):
     with open(paths[1], "w") as handle:
         handle.write("NCCL_PROTO=LL\n")
     third = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
-    assert third["written"] == [lg.copy_path(directory, paths[1]), os.path.join(directory, "manifest.json")]
+    assert third["written"] == [lg.copy_path(directory, paths[1], "inv1"), os.path.join(directory, "manifest.json")]
 
 
 def test_keep_in_check_mode_writes_nothing(tmp_path):
@@ -113,6 +114,51 @@ def test_a_failed_write_leaves_the_old_manifest_whole(tmp_path, monkeypatch):
         lg.keep(directory, paths, restorable=paths[:2], invocation_id="inv2")
     assert open(os.path.join(directory, "manifest.json")).read() == before
     assert not [name for name in os.listdir(directory) if name.startswith(".tmp-")]
+
+
+def test_a_new_set_replaces_the_old_one_whole_and_a_kill_before_the_switch_leaves_the_old_one(tmp_path, monkeypatch):
+    """The copies of a new invocation get their own names; the manifest's rename is the switch; the old copies
+    go only after it. Killed before the switch (here: the manifest's write fails), the old manifest still names
+    the old copies, whole and unchanged - never files that did not run together (issue 22)."""
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "last-good")
+    lg.keep(directory, paths, restorable=paths[:3], invocation_id="inv1")
+    old_manifest = open(os.path.join(directory, "manifest.json")).read()
+    with open(paths[1], "w") as handle:
+        handle.write("NCCL_PROTO=LL\n")
+    real_write = lg._write_atomic
+
+    def killed_at_the_manifest(dest, data):
+        if dest.endswith("manifest.json"):
+            raise OSError(28, "No space left on device")
+        real_write(dest, data)
+    monkeypatch.setattr(lg, "_write_atomic", killed_at_the_manifest)
+    with pytest.raises(OSError):
+        lg.keep(directory, paths, restorable=paths[:3], invocation_id="inv2")
+    assert open(os.path.join(directory, "manifest.json")).read() == old_manifest
+    for entry in json.loads(old_manifest)["files"].values():
+        if "kept_at" in entry:
+            assert os.path.exists(entry["kept_at"])
+    assert open(lg.copy_path(directory, paths[1], "inv1")).read() == "NCCL_PROTO=Simple\n"
+    # the next run completes the switch and removes the old set's copies (and the half-written new ones' names
+    # are its own)
+    monkeypatch.setattr(lg, "_write_atomic", real_write)
+    done = lg.keep(directory, paths, restorable=paths[:3], invocation_id="inv2")
+    names = sorted(os.listdir(directory))
+    assert names == sorted(["manifest.json"] + [os.path.basename(lg.copy_path(directory, p, "inv2")) for p in paths[:3]])
+    assert lg.copy_path(directory, paths[0], "inv1") in done["written"]
+
+
+def test_copies_of_the_layout_before_are_removed_after_the_switch(tmp_path):
+    paths = _files(tmp_path)
+    directory = tmp_path / "last-good"
+    directory.mkdir()
+    old = directory / hashlib.sha1(paths[1].encode()).hexdigest()   # <sha1> alone: the tasks' layout
+    old.write_text("old copy")
+    other = directory / "operator-notes.txt"
+    other.write_text("kept")
+    lg.keep(str(directory), paths, restorable=paths[:2], invocation_id="inv1")
+    assert not old.exists() and other.exists()
 
 
 def test_read_names_newer_files_and_those_gone_since_this_invocations_start(tmp_path):
