@@ -212,3 +212,18 @@ def test_rollback_stops_the_failed_invocation_before_any_file_goes_back():
     host_changes = [i for i, t in enumerate(rollback["block"])
                     if "ansible.builtin.copy" in t or "ansible.builtin.file" in t]
     assert host_changes and min(host_changes) > 0
+
+
+def test_every_read_of_a_file_that_can_hold_the_key_is_no_log():
+    """A slurp of the process environment, the environment file or the secrets file puts its base64 in the
+    output at -v (and in AWX job events): SGLANG_API_KEY decoded from it (issue 22). Every such read is no_log."""
+    secret_sources = ("/environ", "sglang_env_file", "sglang_secrets_file")
+    found = []
+    for name in sorted(os.listdir(os.path.join(ROLE, "tasks"))):
+        for task in _yaml("tasks", name) or []:
+            for inner in [task] + task.get("block", []) + task.get("rescue", []):
+                slurp = inner.get("ansible.builtin.slurp")
+                if slurp and any(source in str(slurp.get("src", "")) for source in secret_sources):
+                    found.append((name, inner["name"]))
+                    assert inner.get("no_log") is True, "%s: %s" % (name, inner["name"])
+    assert ("record.yml", "Read the environment of the running server process") in found
