@@ -148,6 +148,7 @@ def test_files_written_after_the_invocation_started_make_it_due(host):
     answer = answers[1]
     assert answer["due"] is True
     unit = os.path.join(host["vars"]["sglang_unit_dir"], "sglang-kimi.service")
-    for path in (str(nccl), unit):
+    # the launcher in ExecStart counts as an input too (issue 22)
+    for path in (str(nccl), unit, host["vars"]["sglang_launch_script"]):
         assert "%s changed after the running invocation started" % path in answer["reasons"]
     assert "unit would change" not in answer["reasons"]
