@@ -1,19 +1,38 @@
 #!/usr/bin/env bash
-# Create .venv with the pinned controller and test tools (idempotent: reinstalls only when
-# requirements-dev.txt changed).
+# .venv with the pinned controller and test tools. The venv itself is made once per machine for each
+# requirements-dev.txt and interpreter, in the cache outside the checkout ($GPUSERVE_CACHE, default
+# ~/.cache/gpuserve-sglang/venv-<12 hex>), and .venv links to it: a fresh clone (CI) reuses it instead of
+# installing everything again. GPUSERVE_VENV_IN_TREE=1 makes .venv a plain venv in the checkout, as before.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY="${PYTHON:-python3}"
 cd "$ROOT"
-stamp=".venv/.requirements.sha256"
-want="$(sha256sum requirements-dev.txt | cut -d' ' -f1)"
-if [[ -x .venv/bin/python && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
-  echo "venv: .venv is up to date"
+want="$( (sha256sum requirements-dev.txt | cut -d' ' -f1; "$PY" -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)"
+if [[ "${GPUSERVE_VENV_IN_TREE:-0}" == 1 ]]; then
+  VENV="$ROOT/.venv"
+else
+  CACHE="${GPUSERVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuserve-sglang}"
+  VENV="$CACHE/venv-${want:0:12}"
+  mkdir -p "$CACHE"
+  exec 9>"$CACHE/.venv.lock"   # one build at a time per machine
+  flock 9
+fi
+stamp="$VENV/.requirements.sha256"
+link() {
+  [[ "$VENV" != "$ROOT/.venv" ]] || return 0
+  if [[ -d .venv && ! -L .venv ]]; then rm -rf .venv; fi   # a venv of the layout before, in the checkout
+  ln -sfn "$VENV" .venv
+}
+if [[ -x "$VENV/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  link
+  echo "venv: .venv is up to date ($VENV)"
   exit 0
 fi
-echo "venv: creating .venv with $($PY --version) (a few minutes the first time)"
-"$PY" -m venv .venv
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -r requirements-dev.txt
+echo "venv: creating $VENV with $($PY --version) (a few minutes the first time)"
+rm -rf "$VENV"
+"$PY" -m venv "$VENV"
+"$VENV/bin/python" -m pip install -q --upgrade pip
+"$VENV/bin/python" -m pip install -q -r requirements-dev.txt
 echo "$want" > "$stamp"
+link
 echo "venv: ready"

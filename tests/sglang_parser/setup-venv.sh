@@ -2,6 +2,10 @@
 # Build (once) the test venv that holds the REAL SGLang 0.5.9 argument parser, without SGLang's GPU stack:
 #   tests/sglang_parser/setup-venv.sh            -> .cache/sglang-parser-venv (reused while this script is unchanged)
 #   tests/sglang_parser/setup-venv.sh --force    -> rebuild from scratch
+# The venv itself lives once per machine in the cache outside the checkout ($GPUSERVE_CACHE, default
+# ~/.cache/gpuserve-sglang/sglang-parser-venv-<12 hex of this script and the interpreter>) and
+# .cache/sglang-parser-venv links to it: a fresh clone (CI) reuses it instead of installing torch again
+# (133 s of the static lane). SGLANG_PARSER_VENV=<dir> builds in <dir> itself, as before.
 # Used by tests/unit/test_sglang_real_parser.py, which runs roles/server/files/sglang_check_args.py in it.
 #
 # What goes in, and why:
@@ -12,13 +16,30 @@
 # - the light packages that `import sglang.srt.server_args` needs, found by trial (see docs/server.md)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-VENV="${SGLANG_PARSER_VENV:-$ROOT/.cache/sglang-parser-venv}"
 PY="${PYTHON:-python3}"
+want="$( (sha256sum "$0" | cut -d' ' -f1; "$PY" -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)"
+LINK=""
+if [[ -n "${SGLANG_PARSER_VENV:-}" ]]; then
+  VENV="$SGLANG_PARSER_VENV"
+else
+  CACHE="${GPUSERVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuserve-sglang}"
+  VENV="$CACHE/sglang-parser-venv-${want:0:12}"
+  LINK="$ROOT/.cache/sglang-parser-venv"
+  mkdir -p "$CACHE" "$ROOT/.cache"
+  # one build at a time per machine (two checkouts may run make test at once)
+  exec 9>"$CACHE/.sglang-parser-venv.lock"
+  flock 9
+fi
 STAMP="$VENV/.gpuserve-parser-venv"
-want="$(sha256sum "$0" | cut -d' ' -f1)"
+link() {
+  [[ -n "$LINK" ]] || return 0
+  if [[ -d "$LINK" && ! -L "$LINK" ]]; then rm -rf "$LINK"; fi   # a venv of the layout before, in the checkout
+  ln -sfn "$VENV" "$LINK"
+}
 
 if [[ "${1:-}" != "--force" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
-  echo "sglang-parser-venv: $VENV is up to date"
+  link
+  echo "sglang-parser-venv: $VENV is up to date${LINK:+ (linked from .cache/sglang-parser-venv)}"
   exit 0
 fi
 
@@ -42,4 +63,5 @@ if torch.version.cuda is not None:
 PY
 "$VENV/bin/python" -W ignore "$ROOT/roles/server/files/sglang_check_args.py" --model-path /nonexistent >/dev/null
 echo "$want" > "$STAMP"
+link
 echo "sglang-parser-venv: ready ($(du -sh "$VENV" | cut -f1))"
