@@ -22,12 +22,15 @@ STEPS = ("destroy", "create", "prepare", "converge", "idempotence", "side_effect
 STEP_RE = re.compile(r"^(\d+(?:\.\d+)?) \| .*\[([\w.-]+) > (\w+)\] Executing")
 STAMP_RE = re.compile(r"^(\d+(?:\.\d+)?) \| ")
 STATIC_RE = re.compile(r"^##### ([\w-]+): (ok|FAILED) \((\d+) s\)")
+# a task result of a host ("ok: [host]", "changed: [host] => (item=...)", "fatal: [host]: FAILED!"): about one
+# module run each, or one controller-side action (set_fact, assert, debug)
+RESULT_RE = re.compile(r"^\d+(?:\.\d+)? \| (ok|changed|fatal|failed): \[")
 
 
-def scenario_steps(path):
+def scenario_steps(path, results=None):
     """{step: seconds} of one stamped scenario log; the first destroy (of leftovers) and the last one are
-    reported apart as destroy_before / destroy."""
-    starts, last = [], None
+    reported apart as destroy_before / destroy. With a dict as ``results``, it gets {step: task results}."""
+    starts, last, counts = [], None, []
     with open(path, encoding="utf-8", errors="replace") as handle:
         for line in handle:
             match = STAMP_RE.match(line)
@@ -37,11 +40,16 @@ def scenario_steps(path):
             step = STEP_RE.match(line)
             if step:
                 starts.append((float(step.group(1)), step.group(3)))
+                counts.append(0)
+            elif counts and RESULT_RE.match(line):
+                counts[-1] += 1
     times = collections.OrderedDict()
     for index, (start, step) in enumerate(starts):
         end = starts[index + 1][0] if index + 1 < len(starts) else last
         name = "destroy_before" if step == "destroy" and index == 0 else step
         times[name] = times.get(name, 0.0) + (end - start)
+        if results is not None:
+            results[name] = results.get(name, 0) + counts[index]
     return times
 
 
@@ -66,15 +74,20 @@ def static_steps(path):
     return steps
 
 
+RESULTS = {}   # scenario -> {step: task results}, filled by collect()
+
+
 def collect(root):
     logs = os.path.join(root, ".cache", "molecule-logs")
     scenarios = {}
     if os.path.isdir(logs):
         for name in sorted(os.listdir(logs)):
             if name.endswith(".log"):
-                steps = scenario_steps(os.path.join(logs, name))
+                results = {}
+                steps = scenario_steps(os.path.join(logs, name), results)
                 if steps:
                     scenarios[name[:-4]] = steps
+                    RESULTS[name[:-4]] = results
     unit_xml = os.path.join(root, ".cache", "test-logs", "unit.xml")
     unit = unit_files(unit_xml) if os.path.isfile(unit_xml) else (collections.Counter(), collections.Counter())
     static_log = os.path.join(root, ".cache", "test-logs", "static.log")
@@ -88,6 +101,12 @@ def markdown(scenarios, unit, static):
     for name, steps in sorted(scenarios.items(), key=lambda item: -sum(item[1].values())):
         cells = ["%.0f" % steps[c] if c in steps else "-" for c in cols]
         out.append("| `%s` | %s | %.0f |" % (name, " | ".join(cells), sum(steps.values())))
+    if RESULTS:
+        steps = ["converge", "idempotence", "verify"]
+        out += ["", "| scenario | task results: " + " | ".join(steps) + " | all steps |", "| --- |" + " ---: |" * 4]
+        for name in sorted(RESULTS, key=lambda n: -sum(RESULTS[n].values())):
+            cells = [str(RESULTS[name].get(step, "-")) for step in steps]
+            out.append("| `%s` | %s | %d |" % (name, " | ".join(cells), sum(RESULTS[name].values())))
     per_file, counts = unit
     if per_file:
         out += ["", "| unit-test file | tests | seconds |", "| --- | ---: | ---: |"]
