@@ -25,8 +25,9 @@ import os
 import pwd
 import re
 import stat as stat_mod
-import tempfile
 import time
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 
 MANIFEST = "manifest.json"
 FILE_MODE = 0o600
@@ -135,21 +136,7 @@ def read(directory, paths, active_since=0, invocation_id=""):
 
 def _write_atomic(dest, data):
     """Write bytes to dest through a temporary file in its directory and a rename (root, 0600)."""
-    directory = os.path.dirname(dest)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, FILE_MODE)
-        if os.geteuid() == 0:
-            os.chown(tmp, 0, 0)
-        os.rename(tmp, dest)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(dest, data, mode=FILE_MODE, prefix=".tmp-", root_owned=True)
 
 
 def _needs_write(dest, data):

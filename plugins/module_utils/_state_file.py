@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 
 STATE_DIR = "/var/lib/gpuserve-sglang"
 VERSION = 1
@@ -46,16 +47,6 @@ class StateFile(object):
         if not os.path.isdir(self.directory):
             os.makedirs(self.directory, 0o700)
         os.chmod(self.directory, 0o700)
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % unit, dir=self.directory)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                json.dump(record, handle, sort_keys=True, indent=1)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.rename(tmp, self.path(unit))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        text = json.dumps(record, sort_keys=True, indent=1)
+        write_atomic(self.path(unit), text.encode("utf-8"), mode=0o600, prefix=".%s." % unit)
         return self.path(unit)
