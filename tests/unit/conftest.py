@@ -97,6 +97,19 @@ def run_play_batch(tmp_dir, play, cases, timeout=3600):
     return results
 
 
+def run_preflight_batch(tmp_dir, play, base, refused, passing):
+    """The usual shape of a preflight's refusal tests through run_play_batch: each (name, value) of ``refused``
+    and each variables dict of ``passing`` is one case over the ``base`` variables. Returns {batch_key(case
+    variables): (rc, text)}."""
+    cases = [{name: value} for name, value in refused] + list(passing)
+    return run_play_batch(tmp_dir, play, {batch_key(case): dict(base, **case) for case in cases})
+
+
+def batch_key(variables):
+    """The key of a case's result in run_preflight_batch's answer."""
+    return json.dumps(variables, sort_keys=True)
+
+
 def fake_nvidia_smi(tmp_path, query_gpu, apps, table=""):
     """An nvidia-smi test double in tmp_path/bin that prints the given texts (real captures where the test has
     them): --query-gpu=..., --query-compute-apps=..., and the plain table; any other call exits 3."""

@@ -10,7 +10,7 @@ import os
 import pytest
 import yaml
 
-from conftest import ROOT, run_play, run_play_batch
+from conftest import ROOT, batch_key, run_play, run_preflight_batch
 
 ROLE = os.path.join(ROOT, "roles", "cuda")
 SHA = "0123456789abcdef" * 4
@@ -50,15 +50,12 @@ PASSING = [
 @pytest.fixture(scope="module")
 def preflight(tmp_path_factory):
     """Every preflight case of this file in one ansible-playbook (conftest.run_play_batch)."""
-    cases = {json.dumps({name: value}): {name: value} for name, value in REFUSED}
-    cases.update({json.dumps(variables): variables for variables in PASSING})
-    return run_play_batch(tmp_path_factory.mktemp("cuda-preflight"), PREFLIGHT,
-                          {case: dict(REPO, **variables) for case, variables in cases.items()})
+    return run_preflight_batch(tmp_path_factory.mktemp("cuda-preflight"), PREFLIGHT, REPO, REFUSED, PASSING)
 
 
 @pytest.mark.parametrize("name,value", REFUSED)
 def test_plain_sources_and_a_malformed_checksum_are_refused_naming_the_variable(preflight, name, value):
-    rc, out = preflight[json.dumps({name: value})]
+    rc, out = preflight[batch_key({name: value})]
     assert rc != 0
     assert "refused: %s=%s" % (name, json.dumps(value)) in out
     assert "PASSED" not in out
@@ -66,7 +63,7 @@ def test_plain_sources_and_a_malformed_checksum_are_refused_naming_the_variable(
 
 @pytest.mark.parametrize("variables", PASSING)
 def test_https_file_and_a_well_formed_checksum_pass(preflight, variables):
-    rc, out = preflight[json.dumps(variables)]
+    rc, out = preflight[batch_key(variables)]
     assert rc == 0, out
     assert "PASSED " in out and "cuda-keyring_1.1-1_all.deb" in out
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import run_play_batch
+from conftest import batch_key, run_preflight_batch
 
 PLAY = """
 - hosts: all
@@ -36,15 +36,12 @@ PASSING = [{}, {"sglang_router_pip_index_url": "https://pypi.mirror.example/simp
 @pytest.fixture(scope="module")
 def preflight(tmp_path_factory):
     """Every case of this file through the role's preflight in one ansible-playbook (conftest.run_play_batch)."""
-    cases = {json.dumps({name: value}): {name: value} for name, value in REFUSED}
-    cases.update({json.dumps(variables): variables for variables in PASSING})
-    return run_play_batch(tmp_path_factory.mktemp("router-https"), PLAY,
-                          {case: dict(WORKERS, **variables) for case, variables in cases.items()})
+    return run_preflight_batch(tmp_path_factory.mktemp("router-https"), PLAY, WORKERS, REFUSED, PASSING)
 
 
 @pytest.mark.parametrize("name,value", REFUSED)
 def test_plain_pip_sources_are_refused_naming_the_variable(preflight, name, value):
-    rc, out = preflight[json.dumps({name: value})]
+    rc, out = preflight[batch_key({name: value})]
     assert rc != 0
     assert "refused: %s=%s" % (name, json.dumps(value)) in out
     assert "PASSED" not in out
@@ -52,5 +49,5 @@ def test_plain_pip_sources_are_refused_naming_the_variable(preflight, name, valu
 
 @pytest.mark.parametrize("variables", PASSING)
 def test_https_and_file_pass(preflight, variables):
-    rc, out = preflight[json.dumps(variables)]
+    rc, out = preflight[batch_key(variables)]
     assert rc == 0 and "PASSED" in out, out
