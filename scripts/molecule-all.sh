@@ -36,7 +36,7 @@ while IFS='=' read -r kind image; do image_of[$kind]="$image"; done <"$ROOT/.cac
 image_for() {  # scenario -> image
   local kind
   kind="$(awk -v s="$1" '$1 == s {print $2}' "$ROOT/molecule/IMAGES")"
-  echo "${image_of[${kind:-systemd}]:-${image_of[systemd]}}"
+  echo "${image_of[${kind:-host}]:-${image_of[host]}}"
 }
 
 run_one() {

@@ -4,7 +4,9 @@
 # scenario runs on which). The tag is the sha256 of the base image's ID and the recipe, so a changed recipe or
 # a rebuilt base image gives a new image; the prepare steps still check what they need (`creates:`, dpkg-query)
 # and do it themselves on a plain host, so a scenario run without this script is slower, never different.
-#   standin     the venv where the install role would put SGLang (/opt/sglang/venv: `python3 -m venv`, as the
+#   host        the systemd image + the bytecode cache for AnsiballZ payloads (tests/testhost/gpuserve_test_pyc.py,
+#               loaded by a .pth of the system python3 only): every scenario's hosts start from it
+#   standin     host + the venv where the install role would put SGLang (/opt/sglang/venv: `python3 -m venv`, as the
 #               prepare steps create it) and the small model directories of the stand-in scenarios
 #   prometheus  standin + Debian's prometheus and prometheus-node-exporter (the prometheus scenario)
 # Writes .cache/test-images.env: one line `<kind>=<image>` each, read by scripts/molecule-all.sh.
@@ -34,11 +36,17 @@ build() {  # kind from-image recipe -> prints the image name
   echo "$tag"
 }
 
-standin="$(build standin "$BASE" \
+# The fixture travels inside the recipe (base64), so its content is part of the image's tag.
+pyc_b64="$(base64 -w0 "$ROOT/tests/testhost/gpuserve_test_pyc.py")"
+host="$(build host "$BASE" \
+  "d=/usr/lib/python3/dist-packages && echo $pyc_b64 | base64 -d >\$d/gpuserve_test_pyc.py
+   echo 'import gpuserve_test_pyc' >\$d/gpuserve-test-pyc.pth
+   python3 -c 'import zipimport, gpuserve_test_pyc; assert zipimport._compile_source is gpuserve_test_pyc.compile_source'")"
+standin="$(build standin "$host" \
   'python3 -m venv /opt/sglang/venv && mkdir -p /models/Kimi-K2.5-INT4 /models/Kimi-K2.5-EAGLE3')"
 prometheus="$(build prometheus "$standin" \
   'apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter >/dev/null
    rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb')"
-printf 'systemd=%s\nstandin=%s\nprometheus=%s\n' "$BASE" "$standin" "$prometheus" >"$out.tmp"
+printf 'systemd=%s\nhost=%s\nstandin=%s\nprometheus=%s\n' "$BASE" "$host" "$standin" "$prometheus" >"$out.tmp"
 mv "$out.tmp" "$out"
-echo "test-images: standin $standin, prometheus $prometheus"
+echo "test-images: host $host, standin $standin, prometheus $prometheus"
