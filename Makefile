@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: demo test test-fast venv engine image lint sanity unit molecule build demo-clean reference clean
+.PHONY: demo test test-fast test-busy venv engine image lint sanity unit molecule build demo-clean reference clean
 
 demo:                ## the full deploy against a local systemd test host
 	scripts/demo.sh
@@ -12,6 +12,9 @@ test:                ## lint, sanity, unit tests and every molecule scenario
 
 test-fast:           ## the inner loop: lint, sanity, unit tests and one scenario: make test-fast S=server
 	scripts/test.sh --fast $(S)
+
+test-busy:           ## make test beside a competing CPU load (stress-ng --cpu BUSY_CPUS, default 1): green or not
+	scripts/test-busy.sh
 
 venv:
 	scripts/venv.sh && scripts/collection-link.sh

@@ -11,6 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.mark.parametrize("target, script", [
     ("demo", "scripts/demo.sh"),
     ("test", "scripts/test.sh"),
+    ("test-busy", "scripts/test-busy.sh"),
     ("demo-clean", "scripts/demo.sh --clean"),
     ("reference", "scripts/gen-reference.py"),
 ])
