@@ -39,6 +39,7 @@ from urllib.request import ProxyHandler, Request, build_opener
 
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it
+SETTLE_FATAL_MAX = 10.0       # after a fatal line: wait at most this long for the main process to go (its last lines)
 NO_INVOCATION_GRACE = 3.0     # job gone, unit down, no new invocation: give systemd this long
 AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restart= (capped by RestartUSec + 2 s)
 HEAD_LIMIT = 20000            # first read of an invocation: at most this many records from its start
@@ -543,7 +544,7 @@ class ServiceRunner(object):
             self.result["invocation_id"] = current
             self.read_journal()
             if self.watch.fatal:
-                self.settle()
+                self.settle_fatal(current, baseline)
                 self.fail("fatal line in invocation %s: %s" % (current, self.mask(self.watch.failed_line)))
             problem = self.unit_problem(st, current, baseline)
             if problem and st.sub_state == "auto-restart" and st.n_restarts <= baseline:
@@ -694,6 +695,19 @@ class ServiceRunner(object):
     def settle(self):
         self.sleep(min(SETTLE_SECONDS, max(0.0, self.remaining())))
         self.read_journal()
+
+    def settle_fatal(self, current, baseline):
+        """After a fatal line, while the main process still runs: read on until it is gone (SGLang's main process
+        logs "Received sigquit from a child process" and kills its tree after a rank's exception), at most
+        SETTLE_FATAL_MAX s, so the failure's journal tail ends with the process's own last lines however busy the
+        host is (a fixed 0.3 s missed them on a loaded machine); then one more read."""
+        end = self.elapsed() + min(SETTLE_FATAL_MAX, max(0.0, self.remaining()))
+        while self.elapsed() < end:
+            self.read_journal()
+            if self.unit_problem(self.systemctl.show(self.unit), current, baseline):
+                break
+            self.pause()
+        self.settle()
 
     def unit_problem(self, st, current, baseline):
         if st.n_restarts > baseline:

@@ -341,6 +341,32 @@ def test_host_memory_text_fails_fast_and_quotes_the_line():
     assert res["phase"] == "loading"
 
 
+def test_fatal_line_failure_waits_for_the_dying_process_last_lines():
+    """On a busy host SGLang's main process logs "Received sigquit ..." and exits seconds after the rank's
+    exception: the failure's journal tail still ends with it (a fixed 0.3 s settle missed it), and it does not
+    wait longer than the process takes."""
+    fatal = "ValueError: Not enough host memory available. Requesting 41.70 GB but only have 30.02 GB free."
+    slow = server_script(fatal=fatal, exit_at=4.6, ready=False)
+    slow["lines"] = [(4.5 if "Received sigquit" in line else t, line) for t, line in slow["lines"]]
+    host = FakeHost([server_script(), slow], drain=2.0)
+    ok, res = runner(host, state="restarted", timeout=1800).execute()
+    assert not ok
+    assert fatal in res["msg"]
+    assert any("Received sigquit" in line for line in res["journal_tail"])
+    assert host.now < 2.0 + 4.6 + 3
+
+
+def test_fatal_line_of_a_process_that_does_not_exit_fails_within_the_settle_bound():
+    fatal = "ValueError: Not enough host memory available. Requesting 41.70 GB but only have 30.02 GB free."
+    hung = server_script(fatal=fatal, ready=False)
+    hung["lines"] = [(t, line) for t, line in hung["lines"] if "Received sigquit" not in line]
+    host = FakeHost([server_script(), hung], drain=2.0)
+    ok, res = runner(host, state="restarted", timeout=1800).execute()
+    assert not ok
+    assert fatal in res["msg"]
+    assert host.now < 2.0 + 1.5 + 10.0 + 3
+
+
 def test_crash_loop_under_restart_on_failure_reports_nrestarts():
     host = FakeHost([server_script()] + [server_script(exit_at=0.3, ready=False)] * 5, restart_policy="on-failure",
                     restart_sec=1.0)
