@@ -29,7 +29,8 @@ _plain_compile = zipimport._compile_source  # pylint: disable=protected-access
 
 
 def _cache_path(source):
-    import hashlib  # pylint: disable=import-outside-toplevel  (only when a payload is imported)
+    # imported only when a payload is, not at every start of the interpreter
+    import hashlib  # pylint: disable=import-outside-toplevel
     return os.path.join(CACHE_DIR, hashlib.sha256(source).hexdigest())
 
 

@@ -18,6 +18,45 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+TESTHOST_PYC = os.path.join(ROOT, "tests", "testhost", "gpuserve_test_pyc.py")
+
+
+def _module_python():
+    """The interpreter the plays of these tests run their modules with (ansible_python_interpreter): a bare venv
+    of this interpreter (modules use the standard library only) whose site-packages load the test hosts'
+    bytecode cache for AnsiballZ payloads (tests/testhost/gpuserve_test_pyc.py; the molecule hosts have the same),
+    so a module run does not compile ansible.module_utils from source each time. Made once per checkout in
+    .cache/module-python (again when the fixture changes); where it cannot be made, this interpreter."""
+    venv = os.path.join(ROOT, ".cache", "module-python")
+    python = os.path.join(venv, "bin", "python")
+    with open(TESTHOST_PYC, "rb") as handle:
+        fixture = handle.read()
+    stamp = os.path.join(venv, "fixture.py")
+    try:
+        with open(stamp, "rb") as handle:
+            if handle.read() == fixture and os.access(python, os.X_OK):
+                return python
+    except OSError:
+        pass
+    try:
+        subprocess.run([sys.executable, "-m", "venv", "--clear", "--without-pip", venv], check=True,
+                       capture_output=True, timeout=600)
+        site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                              check=True, capture_output=True, text=True, timeout=600).stdout.strip()
+        with open(os.path.join(site, "gpuserve_test_pyc.py"), "wb") as handle:
+            handle.write(fixture)
+        with open(os.path.join(site, "gpuserve-test-pyc.pth"), "w", encoding="utf-8") as handle:
+            handle.write("import gpuserve_test_pyc\n")
+        with open(stamp, "wb") as handle:
+            handle.write(fixture)
+        return python
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
+
+
+MODULE_PYTHON = _module_python()
+# the bytecode cache of the modules these tests run, in the checkout's cache (inherited by ansible-playbook)
+os.environ.setdefault("GPUSERVE_TEST_PYC_DIR", os.path.join(ROOT, ".cache", "test-pyc"))
 
 
 def run_play(tmp_path, play, extra_vars=()):
@@ -30,7 +69,7 @@ def run_play(tmp_path, play, extra_vars=()):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=" + sys.executable, str(path)]
+           "-e", "ansible_python_interpreter=" + MODULE_PYTHON, str(path)]
     for item in extra_vars:
         cmd += ["-e", item]
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
@@ -54,7 +93,7 @@ def _host_text(result):
 
 def run_play_batch(tmp_dir, play, cases, timeout=3600):
     """Run one play for several cases in ONE ansible-playbook: each case is an inventory host (connection local,
-    this interpreter) whose host variables are the case's variables, so the play's tasks, the roles' defaults,
+    modules run by MODULE_PYTHON) whose host variables are the case's variables, so the play's tasks, the roles' defaults,
     argument_specs and asserts run for every case as they would for `run_play(..., [json.dumps(variables)])`,
     without one controller start-up per case. The play must target `hosts: all`.
 
@@ -63,7 +102,7 @@ def run_play_batch(tmp_dir, play, cases, timeout=3600):
     and its recap line ("changed=N failed=N"). Host variables sit below -e extra vars, role vars and set_fact in
     Ansible's precedence: a case must not set a variable that the role's vars/ or a set_fact also sets."""
     names = {case: "case%d" % index for index, case in enumerate(cases)}
-    hosts = {names[case]: dict(variables, ansible_connection="local", ansible_python_interpreter=sys.executable)
+    hosts = {names[case]: dict(variables, ansible_connection="local", ansible_python_interpreter=MODULE_PYTHON)
              for case, variables in cases.items()}
     inventory = os.path.join(str(tmp_dir), "batch-inventory.json")
     with open(inventory, "w", encoding="utf-8") as handle:

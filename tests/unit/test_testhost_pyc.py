@@ -11,7 +11,7 @@ import zipimport
 
 import pytest
 
-from conftest import ROOT
+from conftest import MODULE_PYTHON, ROOT
 
 FIXTURE_DIR = os.path.join(ROOT, "tests", "testhost")
 sys.path.insert(0, FIXTURE_DIR)
@@ -93,3 +93,14 @@ def test_an_interpreter_with_the_hook_imports_a_payload_zip_through_the_cache(tm
     assert outputs[0] == outputs[1] == "ran %s\n" % os.path.join(payload, "mod_under_test.py")
     cached = [f for d, dummy, files in os.walk(cache_root) for f in files]
     assert len(cached) == 1
+
+
+def test_the_unit_tests_plays_run_their_modules_with_the_cache():
+    """conftest.MODULE_PYTHON (the plays' ansible_python_interpreter) is a venv of this interpreter that loads the
+    same fixture as the molecule hosts, and runs the standard library the modules need."""
+    assert MODULE_PYTHON != sys.executable
+    out = subprocess.run([MODULE_PYTHON, "-c", "import zipimport, sys, json, hashlib; "
+                          "print(zipimport._compile_source.__module__, sys.version_info[:2] == %r)"
+                          % (tuple(sys.version_info[:2]),)],
+                         capture_output=True, text=True, check=True, timeout=600).stdout
+    assert out == "gpuserve_test_pyc True\n"

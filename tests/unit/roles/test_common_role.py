@@ -11,7 +11,7 @@ import sys
 
 import yaml
 
-from conftest import COLLECTIONS, ROOT
+from conftest import COLLECTIONS, MODULE_PYTHON, ROOT
 
 ROLES = os.path.join(ROOT, "roles")
 
@@ -143,7 +143,7 @@ def _play(tmp_path, text, *extra):
                ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", ANSIBLE_LOCALHOST_WARNING="0",
                ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=" + sys.executable, "-e", "base_python=" + sys.executable,
+           "-e", "ansible_python_interpreter=" + MODULE_PYTHON, "-e", "base_python=" + sys.executable,
            "-e", "venv=" + str(tmp_path / "parent" / "venv"), str(play)] + list(extra)
     return subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=3600, check=False)
 

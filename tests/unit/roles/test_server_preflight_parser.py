@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import COLLECTIONS, ROOT
+from conftest import COLLECTIONS, MODULE_PYTHON, ROOT
 
 VENV = os.environ.get("SGLANG_PARSER_VENV", os.path.join(ROOT, ".cache", "sglang-parser-venv"))
 VENV_PY = os.path.join(VENV, "bin", "python")
@@ -44,7 +44,7 @@ def run_preflight(tmp_path, extra_vars):
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
-           "-e", "ansible_python_interpreter=" + sys.executable, str(play)] + args
+           "-e", "ansible_python_interpreter=" + MODULE_PYTHON, str(play)] + args
     return subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
 
 
