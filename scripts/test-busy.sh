@@ -15,6 +15,7 @@ if ! command -v stress-ng >/dev/null 2>&1; then
          && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends stress-ng >/dev/null; }; } \
     || { echo "test-busy: stress-ng could not be installed" >&2; exit 1; }
 fi
+mkdir -p .cache
 # nice 0, as the suite: the load competes as an equal, not as a background job.
 stress-ng --cpu "$cpus" --cpu-method matrixprod --metrics-brief >.cache/stress-ng.log 2>&1 &
 load_pid=$!
