@@ -46,7 +46,7 @@ if [[ ${#need[@]} -gt 0 ]] && command -v apt-get >/dev/null 2>&1; then
 fi
 echo "test: set-up took $((SECONDS - t0)) s"
 # One fixed piece of CPU work before the lanes start: the seconds of two machines' runs compare only with it
-# (the same code took 1927 s on one 2-core machine and about twice that on another; docs/development.md).
+# (the suite took 1927 s on one 2-core machine and, with this session's levers, 3467 s on another; docs/development.md).
 echo "test: machine reference: $(python3 -c 'import time; t = time.process_time(); sum(i * i for i in range(3000000)); print("%.2f" % (time.process_time() - t))') s of CPU for a fixed loop (load average $(cut -d' ' -f1 /proc/loadavg))"
 
 step() {
