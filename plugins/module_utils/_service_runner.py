@@ -702,11 +702,9 @@ class ServiceRunner(object):
         SETTLE_FATAL_MAX s, so the failure's journal tail ends with the process's own last lines however busy the
         host is (a fixed 0.3 s missed them on a loaded machine); then one more read."""
         end = self.elapsed() + min(SETTLE_FATAL_MAX, max(0.0, self.remaining()))
-        while self.elapsed() < end:
-            self.read_journal()
-            if self.unit_problem(self.systemctl.show(self.unit), current, baseline):
-                break
+        while self.elapsed() < end and not self.unit_problem(self.systemctl.show(self.unit), current, baseline):
             self.pause()
+            self.read_journal()
         self.settle()
 
     def unit_problem(self, st, current, baseline):
