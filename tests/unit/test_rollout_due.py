@@ -23,8 +23,51 @@ def _when(task):
     return when if isinstance(when, list) else [when]
 
 
+def _lease_wrapped(tasks):
+    """The one task of a play that changes hosts under the lease: its block starts by taking the host lease and
+    its always gives it back when this play took it. Returns the block's tasks."""
+    assert len(tasks) == 1 or "block" in tasks[-1], [t.get("name") for t in tasks]
+    outer = tasks[-1]
+    take, back = outer["block"][0], outer["always"][-1]
+    assert take["ansible.builtin.include_role"] == dict(take["ansible.builtin.include_role"],
+                                                        name="gpuserve.sglang.server", tasks_from="lease")
+    assert take["vars"]["sglang_lease_state"] == "acquired"
+    assert back["ansible.builtin.include_role"]["tasks_from"] == "lease"
+    assert back["vars"]["sglang_lease_state"] == "released"
+    remember = outer["block"][1]["ansible.builtin.set_fact"]
+    (flag, expr), = remember.items()
+    assert _when(back) == ["%s | default(false) | bool" % flag]
+    assert "'renewed'" not in expr and "'acquired'" in expr   # a lease this play only renewed is not its to give back
+    return outer["block"]
+
+
+def test_restart_and_deploy_change_hosts_only_under_the_lease():
+    restart = _lease_wrapped(_yaml("playbooks", "restart.yml")[0]["tasks"])
+    assert (restart[2].get("ansible.builtin.include_role") or {}).get("tasks_from") == "due"   # due asked under it
+    deploy = _yaml("playbooks", "deploy.yml")[0]["tasks"]
+    names = [t["name"] for t in deploy]
+    assert names[:2] == ["The memory plan's inputs from the server's effective flags (fact sglang_plan_inputs)",
+                         "Preflight (read-only)"]   # read-only steps before the lease
+    inner = _lease_wrapped(deploy[2:])
+    roles = [(t.get("ansible.builtin.include_role") or {}).get("name") for t in inner]
+    assert roles.index("gpuserve.sglang.cuda") < len(roles) - 1 - roles[::-1].index("gpuserve.sglang.server")
+    assert any("sglang_service" in str(t) for t in inner)   # the verify and the summary run under it
+
+
+def test_roles_change_the_host_only_under_the_lease():
+    for role, phases in (("server", ["Install", "Configure", "Run"]), ("router", ["Install", "Configure", "Run"])):
+        main = _yaml("roles", role, "tasks", "main.yml")
+        assert main[0]["name"] == "Preflight" and "block" not in main[0]
+        block = main[1]
+        assert block["block"][0]["ansible.builtin.include_tasks"]["file"] == "lease.yml"
+        assert [t["name"] for t in block["block"] if t["name"] in phases] == phases
+        back = block["always"][0]
+        assert back["ansible.builtin.include_tasks"]["file"] == "lease.yml"
+        assert "_lease_taken" in _when(back)[0]
+
+
 def test_restart_asks_due_before_the_drain_and_gates_every_step_on_it():
-    tasks = _yaml("playbooks", "restart.yml")[0]["tasks"]
+    tasks = _lease_wrapped(_yaml("playbooks", "restart.yml")[0]["tasks"])
     names = [t["name"] for t in tasks]
     due = next(t for t in tasks if (t.get("ansible.builtin.include_role") or {}).get("tasks_from") == "due")
     assert due["ansible.builtin.include_role"]["name"] == "gpuserve.sglang.server"
