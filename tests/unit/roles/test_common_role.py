@@ -24,7 +24,7 @@ def _yaml(*parts):
 def test_one_entry_point_per_tasks_file():
     specs = _yaml("_common", "meta", "argument_specs.yml")["argument_specs"]
     tasks = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROLES, "_common", "tasks", "*.yml")))
-    assert sorted(specs) == tasks == ["interpreter", "main", "venv"]
+    assert sorted(specs) == tasks == ["interpreter", "lease", "main", "venv"]
     assert all(name.startswith("_common_") for name in specs["venv"]["options"])
 
 
@@ -51,9 +51,11 @@ def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
     # falls back to sglang_venv; the server and nccl_tuning preflights include it with their own variables
     with open(os.path.join(ROLES, "_common", "tasks", "interpreter.yml")) as handle:
         text = handle.read()
-    assert 'src: "{{ _common_install_record }}"' in text
-    assert "{{ _common_python_given if _common_python_given | length > 0" in text
-    assert "else _common_venv ~ '/bin/python' }}" in text
+    # one module run (sglang_host_facts; the order given > install record > venv is tested in test_host_facts.py)
+    assert "gpuserve.sglang.sglang_host_facts:" in text
+    assert 'python: "{{ _common_python_given }}"' in text
+    assert "install_record: \"{{ _common_install_record if _common_python_given | length == 0 else '' }}\"" in text
+    assert '_common_python: "{{ _common_host.python }}"' in text
     for role, given, fact in (("server", "sglang_python", "_server_python"),
                               ("nccl_tuning", "nccl_python", "_nccl_tuning_python")):
         with open(os.path.join(ROLES, role, "tasks", "preflight.yml")) as handle:

@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""What a role needs to know of a server host before it changes anything, read in ONE module run (issue 22:
+fewer remote round trips; issue 20: each module run costs ~0.5 s of CPU on the test hosts).
+
+The server role's preflight used to make one module run per read: the CUDA facts file, the install record, the
+unit's drop-ins (find, then one slurp each), each model path, the interpreter, whether SGLang is installed, its
+site-packages, the deployment record and the venv link. ``gather`` makes them all in one call and returns plain
+data; the YAML keeps the asserts and their messages. Read-only.
+
+The interpreter is resolved here for both roles that run SGLang's interpreter (server, nccl_tuning; through
+roles/_common/tasks/interpreter.yml): the one given, else ``<venv>/bin/python`` of the venv named in the install
+role's record on the host (versioned venvs: a new SGLang version or patch set is a new directory), else
+``<sglang_venv>/bin/python``.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import subprocess
+
+OVERRIDE_RE = re.compile(r"(ExecStart|Environment|EnvironmentFile) *=")
+PYTHON_PROBE = ("import importlib.util, json, sysconfig; "
+                "print(json.dumps({'purelib': sysconfig.get_paths()['purelib'], "
+                "'sglang': importlib.util.find_spec('sglang') is not None}))")
+
+
+class HostFactsError(Exception):
+    """A file the roles wrote holds something they cannot read: the message says which and what to do."""
+
+
+def _clean(path):
+    return isinstance(path, str) and os.path.isabs(path) and not any(ord(char) < 32 or ord(char) == 127
+                                                                      for char in path)
+
+
+def _read_json(path, what, fix):
+    """The JSON document at ``path``; None when there is no such file (or it cannot be opened)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except (IOError, OSError):
+        return None
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise HostFactsError("%s %s is not JSON; %s" % (what, path, fix))
+
+
+def interpreter(python_given, install_record, venv):
+    """(python, versioned_venv): the interpreter that runs SGLang and the versioned venv the install record names
+    ('' when the interpreter was given, the record names none, or it names sglang_venv itself)."""
+    if python_given:
+        return python_given, ""
+    record = _read_json(install_record, "the install record", "run gpuserve.sglang.install again, or remove it") \
+        if _clean(install_record) else None
+    installed = str(record.get("venv") or "") if isinstance(record, dict) else ""
+    if not installed:
+        return venv + "/bin/python", ""
+    versioned = installed if os.path.normpath(installed) != os.path.normpath(venv) else ""
+    return installed + "/bin/python", versioned
+
+
+def dropin_overrides(unit_dir, unit):
+    """(drop-in paths, overriding lines as '<path>: <line>'): the *.conf of <unit_dir>/<unit>.service.d that set
+    ExecStart, Environment or EnvironmentFile, which win over the managed unit."""
+    paths = sorted(glob.glob(os.path.join(glob.escape(unit_dir), glob.escape(unit + ".service.d"), "*.conf")))
+    overrides = []
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
+        except (IOError, OSError) as exc:
+            overrides.append("%s: cannot be read (%s)" % (path, exc.strerror))
+            continue
+        overrides.extend("%s: %s" % (path, line.strip()) for line in text.splitlines()
+                         if OVERRIDE_RE.match(line.strip()))
+    return paths, overrides
+
+
+def path_facts(paths):
+    """{path: {exists, isdir, islnk[, target]}} without following a final link (as ansible.builtin.stat does);
+    ``target`` is a link's own text (os.readlink)."""
+    facts = {}
+    for path in paths:
+        try:
+            st = os.lstat(path)
+        except (OSError, ValueError):
+            facts[path] = {"exists": False, "isdir": False, "islnk": False}
+            continue
+        link = os.path.islink(path)
+        facts[path] = {"exists": True, "isdir": os.path.isdir(path) and not link, "islnk": link}
+        if link:
+            facts[path]["target"] = os.readlink(path)
+    return facts
+
+
+def probe_python(python, run=subprocess.run, timeout=120):
+    """{purelib, sglang (bool or None), error}: the interpreter's site-packages (isolated mode: no user site, no
+    PYTHON* variables, as nccl_tuning asks it) and whether it can import SGLang."""
+    try:
+        proc = run([python, "-I", "-c", PYTHON_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return {"purelib": "", "sglang": None, "error": "%s: %s" % (python, exc)}
+    out = proc.stdout.decode("utf-8", "replace").strip().splitlines()
+    try:
+        answer = json.loads(out[-1]) if proc.returncode == 0 and out else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict):
+        return {"purelib": "", "sglang": None,
+                "error": "%s exited %d: %s" % (python, proc.returncode,
+                                               proc.stderr.decode("utf-8", "replace").strip()[-500:])}
+    return {"purelib": str(answer.get("purelib") or ""), "sglang": bool(answer.get("sglang")), "error": ""}
+
+
+def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_dir="", paths=(),
+           probe=False, run=subprocess.run):
+    """Everything in one dict (see the module's RETURN)."""
+    python, versioned = interpreter(python_given, install_record, venv)
+    facts = {"python": python, "versioned_venv": versioned, "python_exists": False,
+             "purelib": "", "sglang_installed": None, "python_error": "",
+             "cuda": {}, "dropins": [], "dropin_overrides": [], "paths": {}}
+    if cuda_fact_file and _clean(cuda_fact_file):
+        cuda = _read_json(cuda_fact_file, "the CUDA facts file", "run gpuserve.sglang.cuda again, or remove it")
+        facts["cuda"] = cuda if isinstance(cuda, dict) else {}
+    if unit and unit_dir and _clean(unit_dir) and "/" not in unit and "\n" not in unit:
+        facts["dropins"], facts["dropin_overrides"] = dropin_overrides(unit_dir, unit)
+    facts["paths"] = path_facts([path for path in paths if _clean(path)])
+    if _clean(python):
+        facts["python_exists"] = os.path.lexists(python)
+        if probe and os.path.exists(python):
+            answer = probe_python(python, run=run)
+            facts["purelib"], facts["sglang_installed"], facts["python_error"] = (
+                answer["purelib"], answer["sglang"], answer["error"])
+    return facts

@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_host_facts
+short_description: What the roles need to know of a server host before they change it, in one module run
+version_added: "0.3.0"
+description:
+  - One round trip instead of one module run per read (the logic in C(plugins/module_utils/_host_facts.py)). The
+    server and nccl_tuning roles call it through C(roles/_common/tasks/interpreter.yml).
+  - Resolves the interpreter that runs SGLang - O(python) when given, else C(<venv>/bin/python) of the venv named
+    in the install record O(install_record) (versioned venvs), else C(<venv>/bin/python) of O(venv).
+  - Optionally reads the CUDA facts file the cuda role wrote (O(cuda_fact_file)), the unit's drop-ins and the
+    lines of them that override C(ExecStart), C(Environment) or C(EnvironmentFile) (O(unit), O(unit_dir)),
+    whether each of O(paths) exists (not following a final link), and, with O(probe=true), asks the interpreter
+    (isolated mode) for its site-packages and whether it can import SGLang.
+  - A file a role wrote that is not JSON (the install record, the CUDA facts) fails the task naming it.
+author:
+  - gpuserve.sglang maintainers (@gpuserve)
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.info_module
+attributes:
+  platform:
+    details: Linux hosts.
+options:
+  python:
+    description: The interpreter given by the user (C(sglang_python)); empty to resolve it from the host.
+    type: str
+    default: ""
+  install_record:
+    description: The install role's record on the host (its C(venv) names the venv it last made).
+    type: str
+    default: ""
+  venv:
+    description: The SGLang venv (C(sglang_venv)), the fallback.
+    type: str
+    required: true
+  cuda_fact_file:
+    description: The CUDA facts file to read (empty, the default, reads none).
+    type: str
+    default: ""
+  unit:
+    description: The unit's name without C(.service), for its drop-in directory (empty reads none).
+    type: str
+    default: ""
+  unit_dir:
+    description: The directory of the unit file.
+    type: str
+    default: ""
+  paths:
+    description: Paths to look for (absolute; others count as missing).
+    type: list
+    elements: str
+    default: []
+  probe:
+    description: Run the interpreter once for its site-packages and whether it imports SGLang.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: What the server role needs of this host
+  gpuserve.sglang.sglang_host_facts:
+    install_record: /opt/sglang/install-record.json
+    venv: /opt/sglang/venv
+    cuda_fact_file: /etc/ansible/facts.d/gpuserve_cuda.fact
+    unit: sglang-kimi
+    unit_dir: /etc/systemd/system
+    paths: [/models/Kimi-K2.5-INT4, /etc/sglang/sglang-kimi.md]
+    probe: true
+  register: host
+"""
+
+RETURN = r"""
+python:
+  description: The interpreter that runs SGLang.
+  returned: always
+  type: str
+  sample: /opt/sglang/venvs/0.5.9-3f2a/bin/python
+versioned_venv:
+  description: The versioned venv the install record names, when it is not O(venv) itself; else empty.
+  returned: always
+  type: str
+python_exists:
+  description: Whether the interpreter exists (a link counts).
+  returned: always
+  type: bool
+purelib:
+  description: The interpreter's site-packages (O(probe)); empty when not asked or it could not answer.
+  returned: always
+  type: str
+sglang_installed:
+  description: Whether the interpreter imports SGLang (O(probe)); null when not asked or it could not answer.
+  returned: always
+  type: bool
+python_error:
+  description: Why the interpreter could not answer (O(probe)).
+  returned: always
+  type: str
+cuda:
+  description: The CUDA facts file's content; V({}) when absent or not asked.
+  returned: always
+  type: dict
+dropins:
+  description: The unit's drop-in files (C(*.conf)).
+  returned: always
+  type: list
+  elements: str
+dropin_overrides:
+  description: "Their lines that set C(ExecStart), C(Environment) or C(EnvironmentFile), as C(<path>: <line>)."
+  returned: always
+  type: list
+  elements: str
+paths:
+  description: Each path of O(paths) with C(exists), C(isdir), C(islnk), and C(target) (what it points to) for a link.
+  returned: always
+  type: dict
+  sample: {"/models/Kimi-K2.5-INT4": {"exists": true, "isdir": true, "islnk": false}}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _host_facts
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="str", default=""),
+            install_record=dict(type="str", default=""),
+            venv=dict(type="str", required=True),
+            cuda_fact_file=dict(type="str", default=""),
+            unit=dict(type="str", default=""),
+            unit_dir=dict(type="str", default=""),
+            paths=dict(type="list", elements="str", default=[]),
+            probe=dict(type="bool", default=False),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    try:
+        facts = _host_facts.gather(params["python"], params["install_record"], params["venv"],
+                                   cuda_fact_file=params["cuda_fact_file"], unit=params["unit"],
+                                   unit_dir=params["unit_dir"], paths=params["paths"], probe=params["probe"])
+    except _host_facts.HostFactsError as exc:
+        module.fail_json(msg=str(exc))
+    module.exit_json(changed=False, **facts)
+
+
+if __name__ == "__main__":
+    main()

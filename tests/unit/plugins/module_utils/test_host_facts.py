@@ -1,0 +1,109 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""module_utils/_host_facts.py and the module sglang_host_facts: what the roles need of a host before they change
+it, in one module run (issue 22). Real files in a temporary tree; the interpreter probe runs a real Python."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _host_facts
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+MODULE = os.path.join(ROOT, "plugins", "modules", "sglang_host_facts.py")
+COLLECTIONS = os.path.join(ROOT, ".cache", "collections")
+
+
+def test_interpreter_given_wins_and_names_no_versioned_venv(tmp_path):
+    record = tmp_path / "install-record.json"
+    record.write_text(json.dumps({"venv": "/opt/sglang/venvs/0.5.9-aa"}))
+    assert _host_facts.interpreter("/usr/bin/python3", str(record), "/opt/sglang/venv") == ("/usr/bin/python3", "")
+
+
+def test_interpreter_from_the_install_record_then_the_venv(tmp_path):
+    record = tmp_path / "install-record.json"
+    assert _host_facts.interpreter("", str(record), "/opt/sglang/venv") == ("/opt/sglang/venv/bin/python", "")
+    record.write_text(json.dumps({"venv": "/opt/sglang/venvs/0.5.9-aa"}))
+    assert _host_facts.interpreter("", str(record), "/opt/sglang/venv") == \
+        ("/opt/sglang/venvs/0.5.9-aa/bin/python", "/opt/sglang/venvs/0.5.9-aa")
+    # the record names the venv link itself (an unversioned install): no versioned venv
+    record.write_text(json.dumps({"venv": "/opt/sglang/venv/"}))
+    assert _host_facts.interpreter("", str(record), "/opt/sglang/venv") == ("/opt/sglang/venv//bin/python", "")
+
+
+def test_a_record_that_is_not_json_is_named(tmp_path):
+    record = tmp_path / "install-record.json"
+    record.write_text("{half")
+    with pytest.raises(_host_facts.HostFactsError, match="install record .* is not JSON"):
+        _host_facts.interpreter("", str(record), "/opt/sglang/venv")
+
+
+def test_dropins_name_each_overriding_line(tmp_path):
+    dropins = tmp_path / "sglang-kimi.service.d"
+    dropins.mkdir()
+    (dropins / "10-limits.conf").write_text("[Service]\nLimitNOFILE=1\n")
+    (dropins / "20-env.conf").write_text("[Service]\n  Environment=FOO=1\nExecStart=\nExecStart=/bin/true\n")
+    (dropins / "notes.txt").write_text("Environment=ignored\n")
+    paths, overrides = _host_facts.dropin_overrides(str(tmp_path), "sglang-kimi")
+    assert [os.path.basename(p) for p in paths] == ["10-limits.conf", "20-env.conf"]
+    assert overrides == ["%s: Environment=FOO=1" % (dropins / "20-env.conf"),
+                         "%s: ExecStart=" % (dropins / "20-env.conf"),
+                         "%s: ExecStart=/bin/true" % (dropins / "20-env.conf")]
+    assert _host_facts.dropin_overrides(str(tmp_path), "other") == ([], [])
+
+
+def test_paths_do_not_follow_a_final_link(tmp_path):
+    (tmp_path / "model").mkdir()
+    os.symlink(str(tmp_path / "model"), str(tmp_path / "link"))
+    os.symlink(str(tmp_path / "gone"), str(tmp_path / "dangling"))
+    facts = _host_facts.path_facts([str(tmp_path / n) for n in ("model", "link", "dangling", "absent")])
+    assert facts[str(tmp_path / "model")] == {"exists": True, "isdir": True, "islnk": False}
+    assert facts[str(tmp_path / "link")] == {"exists": True, "isdir": False, "islnk": True,
+                                             "target": str(tmp_path / "model")}
+    assert facts[str(tmp_path / "dangling")]["exists"] is True
+    assert facts[str(tmp_path / "absent")] == {"exists": False, "isdir": False, "islnk": False}
+
+
+def test_probe_asks_the_interpreter_in_isolated_mode(tmp_path):
+    answer = _host_facts.probe_python(sys.executable)
+    assert answer["error"] == "" and answer["purelib"].startswith("/") and answer["sglang"] in (True, False)
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\necho broken >&2\nexit 3\n")
+    broken.chmod(0o755)
+    answer = _host_facts.probe_python(str(broken))
+    assert answer["sglang"] is None and "exited 3: broken" in answer["error"]
+
+
+def test_gather_reads_nothing_it_was_not_asked_and_never_runs_a_hostile_path(tmp_path):
+    calls = []
+    facts = _host_facts.gather("/tmp/x\nExecStartPre=/bin/sh", "", "/opt/sglang/venv", probe=True,
+                               paths=["relative/model", "/abs\n/evil"], run=lambda *a, **k: calls.append(a))
+    assert calls == [] and facts["python_exists"] is False
+    assert facts["paths"] == {} and facts["cuda"] == {} and facts["dropins"] == []
+
+
+def run_module(tmp_path, args):
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+    proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, timeout=600,
+                          env=dict(os.environ, PYTHONPATH=COLLECTIONS), check=False)
+    return json.loads(proc.stdout)
+
+
+def test_module_one_run_for_all_of_it(tmp_path):
+    cuda = tmp_path / "gpuserve_cuda.fact"
+    cuda.write_text(json.dumps({"cuda_home": "/usr/local/cuda-13.0"}))
+    (tmp_path / "model").mkdir()
+    result = run_module(tmp_path, {"python": sys.executable, "venv": "/opt/sglang/venv", "cuda_fact_file": str(cuda),
+                                   "unit": "sglang-kimi", "unit_dir": str(tmp_path), "probe": True,
+                                   "paths": [str(tmp_path / "model"), str(tmp_path / "record.md")]})
+    assert result["changed"] is False and result["python"] == sys.executable and result["python_exists"] is True
+    assert result["cuda"] == {"cuda_home": "/usr/local/cuda-13.0"} and result["purelib"].startswith("/")
+    assert result["paths"][str(tmp_path / "model")]["isdir"] is True
+    assert result["paths"][str(tmp_path / "record.md")]["exists"] is False
+    cuda.write_text("not json")
+    bad = run_module(tmp_path, {"venv": "/opt/sglang/venv", "cuda_fact_file": str(cuda)})
+    assert bad["failed"] is True and "CUDA facts file %s is not JSON" % cuda in bad["msg"]
