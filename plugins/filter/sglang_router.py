@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Worker URLs of an inventory group, as the routers list them (the router role and the rollout share it)."""
+"""Worker URLs of an inventory group, as the routers list them (the router role and the rollout share it), and
+the health URL of one server, derived once from sglang_host/sglang_port (the role and every playbook)."""
 
 from __future__ import annotations
 
@@ -56,6 +57,31 @@ def sglang_router_urls(hosts, hostvars, default_port=30000):
     return urls
 
 
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def sglang_health_url(host, port=30000, path="/health"):
+    """http://<host>:<port><path> for the server listening on ``host``: a wildcard address (0.0.0.0, ::, empty)
+    is asked on 127.0.0.1, an IPv6 address is bracketed. Refuses what no URL can hold (control characters,
+    spaces, /, ?, #, @ in the host; a port outside 1-65535)."""
+    host = "" if host is None else str(host).strip()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        port = int(str(port))
+    except ValueError:
+        raise AnsibleFilterError("sglang_health_url: port must be a whole number, got %r" % (port,))
+    if not 1 <= port <= 65535:
+        raise AnsibleFilterError("sglang_health_url: port must be 1-65535, got %d" % port)
+    if any(ord(char) <= 32 or ord(char) == 127 or char in "/?#@[]" for char in host):
+        raise AnsibleFilterError("sglang_health_url: not a host name or address: %r" % (host,))
+    if host in WILDCARDS:
+        host = "127.0.0.1"
+    if ":" in host:
+        host = "[%s]" % host
+    return "http://%s:%d%s" % (host, port, path)
+
+
 class FilterModule(object):
     """Fleet helpers for the router role and the router-aware rollout."""
 
@@ -64,4 +90,5 @@ class FilterModule(object):
             "sglang_worker_urls": sglang_worker_urls,
             "sglang_worker_loopback": sglang_worker_loopback,
             "sglang_router_urls": sglang_router_urls,
+            "sglang_health_url": sglang_health_url,
         }

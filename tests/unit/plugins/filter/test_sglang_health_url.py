@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""sglang_health_url: the health URL derived once from sglang_host/sglang_port, for the server role's default and
+every playbook (issue 22: an IPv6 sglang_host was not bracketed, and the playbooks asked 127.0.0.1 whatever the
+role listened on)."""
+from __future__ import annotations
+
+import os
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_router import sglang_health_url
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+
+
+@pytest.mark.parametrize("host, port, url", [
+    ("127.0.0.1", 30000, "http://127.0.0.1:30000/health"),
+    ("0.0.0.0", 30000, "http://127.0.0.1:30000/health"),
+    ("::", "30001", "http://127.0.0.1:30001/health"),
+    ("", 30000, "http://127.0.0.1:30000/health"),
+    ("fd00::5", 30000, "http://[fd00::5]:30000/health"),
+    ("[fd00::5]", 30000, "http://[fd00::5]:30000/health"),
+    ("::1", 8000, "http://[::1]:8000/health"),
+    ("gpu-01.example", 30000, "http://gpu-01.example:30000/health"),
+])
+def test_urls(host, port, url):
+    assert sglang_health_url(host, port) == url
+
+
+@pytest.mark.parametrize("host, port", [("a\nb", 30000), ("a b", 30000), ("x/y", 30000), ("u@h", 30000),
+                                        ("h", 0), ("h", 70000), ("h", "x")])
+def test_refused(host, port):
+    with pytest.raises(AnsibleFilterError):
+        sglang_health_url(host, port)
+
+
+def test_the_role_and_every_playbook_derive_it_with_the_filter():
+    with open(os.path.join(ROOT, "roles", "server", "defaults", "main.yml")) as handle:
+        defaults = yaml.safe_load(handle)
+    assert "gpuserve.sglang.sglang_health_url(sglang_port)" in defaults["sglang_health_url"]
+    for path in ("playbooks/deploy.yml", "playbooks/restart.yml", "playbooks/verify.yml",
+                 "roles/router/tasks/rollout_rescue.yml"):
+        with open(os.path.join(ROOT, path)) as handle:
+            text = handle.read()
+        assert "'http://127.0.0.1:'" not in text, path
+        assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000))" in text, path
