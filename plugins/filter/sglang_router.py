@@ -62,24 +62,17 @@ WILDCARDS = ("0.0.0.0", "::", "")
 
 def sglang_health_url(host, port=30000, path="/health"):
     """http://<host>:<port><path> for the server listening on ``host``: a wildcard address (0.0.0.0, ::, empty)
-    is asked on 127.0.0.1, an IPv6 address is bracketed. Refuses what no URL can hold (control characters,
-    spaces, /, ?, #, @ in the host; a port outside 1-65535)."""
+    is asked on 127.0.0.1, an IPv6 address is bracketed. Never raises: the role's argument_specs template its
+    default before the preflight runs, and the preflight's own refusal of a bad sglang_host or sglang_port (named,
+    nothing changed) must be the one the operator reads; sglang_service refuses a URL that is still not one."""
     host = "" if host is None else str(host).strip()
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]
-    try:
-        port = int(str(port))
-    except ValueError:
-        raise AnsibleFilterError("sglang_health_url: port must be a whole number, got %r" % (port,))
-    if not 1 <= port <= 65535:
-        raise AnsibleFilterError("sglang_health_url: port must be 1-65535, got %d" % port)
-    if any(ord(char) <= 32 or ord(char) == 127 or char in "/?#@[]" for char in host):
-        raise AnsibleFilterError("sglang_health_url: not a host name or address: %r" % (host,))
     if host in WILDCARDS:
         host = "127.0.0.1"
     if ":" in host:
         host = "[%s]" % host
-    return "http://%s:%d%s" % (host, port, path)
+    return "http://%s:%s%s" % (host, str(port).strip(), path)
 
 
 class FilterModule(object):
