@@ -17,9 +17,13 @@ role's record on the host (versioned venvs: a new SGLang version or patch set is
 from __future__ import annotations
 
 import glob
+import grp
+import hashlib
 import json
 import os
+import pwd
 import re
+import stat
 import subprocess
 
 OVERRIDE_RE = re.compile(r"(ExecStart|Environment|EnvironmentFile) *=")
@@ -98,6 +102,99 @@ def path_facts(paths):
     return facts
 
 
+FINGERPRINT_MAX = 16 * 1024 * 1024  # a file larger than this gets no sha1 (the roles fingerprint small text files)
+
+
+def _user_name(uid):
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except (KeyError, OverflowError):
+        return str(uid)
+
+
+def _group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except (KeyError, OverflowError):
+        return str(gid)
+
+
+def fingerprints(paths):
+    """{path: {exists, islnk, isdir, mode '0644', owner, group, sha1 (regular files up to 16 MiB)}}, following a
+    link for the rest (islnk says it was one: the roles treat a link as "would change" and let the module decide).
+    The roles compare them with what they would write and skip a module run where nothing would change."""
+    facts = {}
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except (OSError, ValueError):
+            facts[path] = {"exists": False}
+            continue
+        entry = {"exists": True, "islnk": os.path.islink(path), "isdir": stat.S_ISDIR(st.st_mode),
+                 "mode": "%04o" % stat.S_IMODE(st.st_mode),
+                 "owner": _user_name(st.st_uid), "group": _group_name(st.st_gid)}
+        if stat.S_ISREG(st.st_mode) and st.st_size <= FINGERPRINT_MAX:
+            digest = hashlib.sha1()
+            try:
+                with open(path, "rb") as handle:
+                    for block in iter(lambda: handle.read(1 << 20), b""):
+                        digest.update(block)
+                entry["sha1"] = digest.hexdigest()
+            except (IOError, OSError):
+                pass
+        facts[path] = entry
+    return facts
+
+
+def account(user, device_glob="/dev/nvidia*"):
+    """The service account: {exists, group_exists, groups (its supplementary and primary group names),
+    device_groups (the names of the non-root groups that own the GPU device files)}."""
+    facts = {"exists": False, "group_exists": False, "groups": [], "device_groups": []}
+    gids = set()
+    for path in glob.glob(device_glob):
+        try:
+            gid = os.lstat(path).st_gid
+        except OSError:
+            continue
+        if gid != 0:
+            gids.add(gid)
+    facts["device_groups"] = sorted(_group_name(gid) for gid in gids)
+    try:
+        grp.getgrnam(user)
+        facts["group_exists"] = True
+    except KeyError:
+        pass
+    try:
+        entry = pwd.getpwnam(user)
+    except KeyError:
+        return facts
+    facts["exists"] = True
+    names = {group.gr_name for group in grp.getgrall() if user in group.gr_mem}
+    names.add(_group_name(entry.pw_gid))
+    facts["groups"] = sorted(names)
+    return facts
+
+
+def unit_state(unit, run=subprocess.run, timeout=60):
+    """{ActiveState, ActiveEnterTimestamp (--timestamp=unix), InvocationID, UnitFileState} of <unit>.service from
+    systemctl show; {} when systemctl cannot answer."""
+    try:
+        proc = run(["systemctl", "show", unit + ".service", "--timestamp=unix", "--property=ActiveState",
+                    "--property=ActiveEnterTimestamp", "--property=InvocationID", "--property=UnitFileState"],
+                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False,
+                   env=dict(os.environ, LC_ALL="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0"))
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    if proc.returncode != 0:
+        return {}
+    state = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            state[key] = value
+    return state
+
+
 def probe_python(python, run=subprocess.run, timeout=120):
     """{purelib, sglang (bool or None), error}: the interpreter's site-packages (isolated mode: no user site, no
     PYTHON* variables, as nccl_tuning asks it) and whether it can import SGLang."""
@@ -119,12 +216,18 @@ def probe_python(python, run=subprocess.run, timeout=120):
 
 
 def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_dir="", paths=(),
-           probe=False, run=subprocess.run):
+           probe=False, run=subprocess.run, files=(), user="", unit_state_wanted=False):
     """Everything in one dict (see the module's RETURN)."""
     python, versioned = interpreter(python_given, install_record, venv)
     facts = {"python": python, "versioned_venv": versioned, "python_exists": False,
              "purelib": "", "sglang_installed": None, "python_error": "",
-             "cuda": {}, "dropins": [], "dropin_overrides": [], "paths": {}}
+             "cuda": {}, "dropins": [], "dropin_overrides": [], "paths": {}, "files": {}, "account": {},
+             "unit_state": {}}
+    facts["files"] = fingerprints([path for path in files if _clean(path)])
+    if user and re.match(r"^[a-z_][a-z0-9_-]*[$]?$", user):
+        facts["account"] = account(user)
+    if unit_state_wanted and unit and re.match(r"^[A-Za-z0-9:_.@-]+$", unit):
+        facts["unit_state"] = unit_state(unit, run=run)
     if cuda_fact_file and _clean(cuda_fact_file):
         cuda = _read_json(cuda_fact_file, "the CUDA facts file", "run gpuserve.sglang.cuda again, or remove it")
         facts["cuda"] = cuda if isinstance(cuda, dict) else {}

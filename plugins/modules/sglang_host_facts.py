@@ -62,6 +62,21 @@ options:
     description: Run the interpreter once for its site-packages and whether it imports SGLang.
     type: bool
     default: false
+  files:
+    description:
+      - Paths to fingerprint (following links, as the copy, template and file modules judge a destination) - the
+        roles compare them with what they would write and skip the module run where nothing would change.
+    type: list
+    elements: str
+    default: []
+  user:
+    description: The service account to look up (with the groups that own the GPU device files); empty for none.
+    type: str
+    default: ""
+  unit_state:
+    description: Read the state of O(unit) (C(systemctl show)).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -122,6 +137,19 @@ paths:
   returned: always
   type: dict
   sample: {"/models/Kimi-K2.5-INT4": {"exists": true, "isdir": true, "islnk": false}}
+files:
+  description: Each path of O(files) with C(exists) and, for one that exists, C(isdir), C(mode), C(owner), C(group) and C(sha1) (regular files up to 16 MiB).
+  returned: always
+  type: dict
+  sample: {"/etc/sglang/sglang-kimi.env": {"exists": true, "isdir": false, "mode": "0600", "owner": "root", "group": "root", "sha1": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33"}}
+account:
+  description: O(user) - C(exists), C(group_exists), C(groups) (its group names) and C(device_groups) (the groups owning the GPU devices).
+  returned: always
+  type: dict
+unit_state:
+  description: O(unit_state) - C(ActiveState), C(ActiveEnterTimestamp) (seconds, C(@<n>)), C(InvocationID), C(UnitFileState).
+  returned: always
+  type: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -140,6 +168,9 @@ def main():
             unit_dir=dict(type="str", default=""),
             paths=dict(type="list", elements="str", default=[]),
             probe=dict(type="bool", default=False),
+            files=dict(type="list", elements="str", default=[]),
+            user=dict(type="str", default=""),
+            unit_state=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
@@ -147,7 +178,8 @@ def main():
     try:
         facts = _host_facts.gather(params["python"], params["install_record"], params["venv"],
                                    cuda_fact_file=params["cuda_fact_file"], unit=params["unit"],
-                                   unit_dir=params["unit_dir"], paths=params["paths"], probe=params["probe"])
+                                   unit_dir=params["unit_dir"], paths=params["paths"], probe=params["probe"],
+                                   files=params["files"], user=params["user"], unit_state_wanted=params["unit_state"])
     except _host_facts.HostFactsError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **facts)
