@@ -37,8 +37,9 @@ class HostFactsError(Exception):
 
 
 def _clean(path):
-    return isinstance(path, str) and os.path.isabs(path) and not any(ord(char) < 32 or ord(char) == 127
-                                                                      for char in path)
+    if not isinstance(path, str) or not os.path.isabs(path):
+        return False
+    return not any(ord(char) < 32 or ord(char) == 127 for char in path)
 
 
 def _read_json(path, what, fix):

@@ -131,7 +131,11 @@ def read(directory, paths, active_since=0, invocation_id=""):
         removed = [path for path, entry in files.items()
                    if isinstance(entry, dict) and entry.get("exists") and path in gone]
     stale = list(dict.fromkeys(newer + removed)) if active_since > 0 else []
-    return {"files": dict(states), "manifest": data, "stale": stale, "problem": problem}
+    entries = data.get("files") if isinstance(data.get("files"), dict) else {}
+    # the kept copies the manifest names that are gone (an operator's rm): the set must be written again
+    missing = [entry["kept_at"] for entry in entries.values()
+               if isinstance(entry, dict) and isinstance(entry.get("kept_at"), str) and not os.path.lexists(entry["kept_at"])]
+    return {"files": dict(states), "manifest": data, "stale": stale, "problem": problem, "copies_missing": missing}
 
 
 def _write_atomic(dest, data):

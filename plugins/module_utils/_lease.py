@@ -7,7 +7,7 @@ the unit from before it writes anything until after it verified (or rolled back)
 time, then refuses and names the holder. The lease is a small JSON file, ``<directory>/<unit>.lease``:
 
     {"version": 1, "unit": "sglang-kimi.service", "id": "<the run's lease id>",
-     "owner": {"controller": "...", "user": "...", "play": "..."},
+     "owner": {"controller": "...", "user": "...", "play": "...", "pid": "<its ansible-playbook>"},
      "acquired_at": 1764657600.0, "renewed_at": 1764657700.0, "expires_at": 1764661300.0}
 
 Times are the HOST's clock (two controllers with different clocks agree on it). Every read and change of a
@@ -19,6 +19,9 @@ two runs can never both take it; the file itself is written to a temporary file 
 - A lease whose run died (a killed ``ansible-playbook``, a dropped SSH) expires at ``expires_at`` and is taken
   over with ``result`` ``expired``; ``force`` breaks a live one (``broken``). Both report the previous holder.
 - A lease file that cannot be read (not JSON, not ours) is treated as expired, and reported.
+- The controller side (roles/_common/tasks/lease.yml) asks once without waiting; when the holder is a run of the
+  same controller whose ansible-playbook process is gone (Ctrl-C, a killed job), it takes the lease over at once
+  (``force``) and says so; otherwise it waits.
 
 The lease directory defaults to /run/gpuserve-sglang: tmpfs, so a reboot ends every lease (no run survives a
 reboot of its host).
@@ -39,7 +42,7 @@ LEASE_DIR = "/run/gpuserve-sglang"
 VERSION = 1
 POLL = 2.0  # seconds between two looks at a held lease
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@-]+\.(service|target|timer)$")
-OWNER_KEYS = ("controller", "user", "play")
+OWNER_KEYS = ("controller", "user", "play", "pid")
 
 
 class LeaseHeld(Exception):
@@ -71,8 +74,10 @@ def describe(holder, now):
         return "an unreadable lease file (%s)" % clean(holder["error"])
     owner = holder.get("owner") or {}
     left = holder.get("expires_at", 0) - now
-    return "%s@%s, play '%s', since %s (%s)" % (
-        clean(owner.get("user", "?"), 64), clean(owner.get("controller", "?"), 128), clean(owner.get("play", "?")),
+    pid = clean(owner.get("pid", ""), 16)
+    return "%s@%s%s, play '%s', since %s (%s)" % (
+        clean(owner.get("user", "?"), 64), clean(owner.get("controller", "?"), 128),
+        (" (ansible-playbook pid %s)" % pid) if pid and pid != "?" else "", clean(owner.get("play", "?")),
         utc(holder.get("acquired_at", 0)),
         ("expires in %d s" % left) if left > 0 else ("expired %d s ago" % -left))
 

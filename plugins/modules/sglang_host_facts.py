@@ -141,7 +141,8 @@ files:
   description: Each path of O(files) with C(exists) and, for one that exists, C(isdir), C(mode), C(owner), C(group) and C(sha1) (regular files up to 16 MiB).
   returned: always
   type: dict
-  sample: {"/etc/sglang/sglang-kimi.env": {"exists": true, "isdir": false, "mode": "0600", "owner": "root", "group": "root", "sha1": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33"}}
+  sample: {"/etc/sglang/sglang-kimi.env": {"exists": true, "islnk": false, "isdir": false, "mode": "0600", "owner": "root",
+                                           "group": "root", "sha1": "0beec7b5ea3f0fdbc95d0dd47f3c5bc275da8a33"}}
 account:
   description: O(user) - C(exists), C(group_exists), C(groups) (its group names) and C(device_groups) (the groups owning the GPU devices).
   returned: always

@@ -112,6 +112,11 @@ manifest:
   sample: {"invocation_id": "98ed...", "files": {"/etc/sglang/nccl.env": {"exists": true, "sha256": "ab12...",
            "mode": "0644", "owner": "root", "group": "root", "restorable": true,
            "kept_at": "/etc/sglang/backup/last-good/0f1e....98ed..."}}}
+copies_missing:
+  description: O(state=read). The kept copies the manifest names that are gone (the set must be written again).
+  returned: state is read
+  type: list
+  elements: str
 written:
   description: O(state=kept). The paths written or removed (in check mode, those it would write or remove).
   returned: state is kept

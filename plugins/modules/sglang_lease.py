@@ -51,7 +51,9 @@ options:
     type: str
     required: true
   owner:
-    description: Who holds it, for the message a waiting run prints; keys C(controller), C(user), C(play).
+    description:
+      - Who holds it, for the message a waiting run prints; keys C(controller), C(user), C(play), C(pid) (the
+        controller's ansible-playbook process, with which a later run of the same controller tells a dead holder).
     type: dict
     default: {}
   ttl:

@@ -229,3 +229,23 @@ def test_every_read_of_a_file_that_can_hold_the_key_is_no_log():
                     found.append((name, inner["name"]))
                     assert inner.get("no_log") is True, "%s: %s" % (name, inner["name"])
     assert ("record.yml", "Read the environment of the running server process") in found
+
+
+def test_an_unverified_running_invocation_is_verified_inside_the_rescue():
+    """Issue 22: a run killed during its restart left its files and an invocation no run verified; run again,
+    nothing is newer than it. run.yml routes it through restart.yml's block (state started: verify, no restart),
+    so its failure takes the rollback; molecule/server kills a failing change mid-restart and runs it again."""
+    run = _yaml("tasks", "run.yml")
+    names = [t["name"] for t in run]
+    mark = next(t for t in run if (t.get("ansible.builtin.set_fact") or {}).get("_server_verify_only") is True)
+    assert mark["ansible.builtin.set_fact"]["_server_restart_pending"] is True
+    conditions = " ".join(mark["when"])
+    assert "_server_inputs_now.manifest.invocation_id" in conditions and "InvocationID" in conditions
+    assert "'failed'" in conditions and "'inactive'" not in conditions
+    restart = next(t for t in run if (t.get("ansible.builtin.include_tasks") == "restart.yml"))
+    assert names.index(mark["name"]) < names.index(restart["name"])
+    block = _yaml("tasks", "restart.yml")[0]
+    service = next(t for t in block["block"] if "gpuserve.sglang.sglang_service" in t)
+    assert service["gpuserve.sglang.sglang_service"]["state"] == \
+        "{{ 'started' if _server_verify_only | default(false) | bool else 'restarted' }}"
+    assert "rescue" in block

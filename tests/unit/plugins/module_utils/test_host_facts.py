@@ -107,3 +107,59 @@ def test_module_one_run_for_all_of_it(tmp_path):
     cuda.write_text("not json")
     bad = run_module(tmp_path, {"venv": "/opt/sglang/venv", "cuda_fact_file": str(cuda)})
     assert bad["failed"] is True and "CUDA facts file %s is not JSON" % cuda in bad["msg"]
+
+
+def test_fingerprints_name_owner_mode_and_sha1_and_say_link(tmp_path):
+    import grp
+    import hashlib
+    import pwd
+    target = tmp_path / "unit.service"
+    target.write_bytes(b"[Unit]\n")
+    target.chmod(0o644)
+    os.symlink(str(target), str(tmp_path / "link.service"))
+    (tmp_path / "dir").mkdir(mode=0o700)
+    facts = _host_facts.fingerprints([str(target), str(tmp_path / "link.service"), str(tmp_path / "dir"),
+                                      str(tmp_path / "absent")])
+    me = pwd.getpwuid(os.getuid()).pw_name
+    group = grp.getgrgid(os.getgid()).gr_name
+    assert facts[str(target)] == {"exists": True, "islnk": False, "isdir": False, "mode": "0644", "owner": me,
+                                  "group": group, "sha1": hashlib.sha1(b"[Unit]\n").hexdigest()}
+    assert facts[str(tmp_path / "link.service")]["islnk"] is True   # the roles leave a link to the module
+    assert facts[str(tmp_path / "dir")]["isdir"] is True and facts[str(tmp_path / "dir")]["mode"] == "0700"
+    assert "sha1" not in facts[str(tmp_path / "dir")]
+    assert facts[str(tmp_path / "absent")] == {"exists": False}
+
+
+def test_account_of_this_machines_root_and_of_nobody_known():
+    root = _host_facts.account("root", device_glob="/nonexistent*")
+    assert root["exists"] is True and root["group_exists"] is True and "root" in root["groups"]
+    assert root["device_groups"] == []
+    ghost = _host_facts.account("gpuserve-no-such-user", device_glob="/nonexistent*")
+    assert ghost == {"exists": False, "group_exists": False, "groups": [], "device_groups": []}
+
+
+def test_account_names_the_groups_that_own_the_devices(tmp_path):
+    import grp
+    device = tmp_path / "nvidia0"
+    device.write_text("")
+    gid = next((g.gr_gid for g in grp.getgrall() if g.gr_gid != 0), None)
+    if gid is None:
+        pytest.skip("no non-root group on this machine")
+    os.chown(str(device), -1, gid)
+    facts = _host_facts.account("root", device_glob=str(tmp_path / "nvidia*"))
+    assert facts["device_groups"] == [grp.getgrgid(gid).gr_name]
+
+
+def test_unit_state_parses_systemctl_show_and_survives_its_absence():
+    class Proc(object):
+        returncode = 0
+        stdout = b"ActiveState=active\nActiveEnterTimestamp=@1764687600\nInvocationID=98ed\nUnitFileState=enabled\n"
+    calls = []
+    state = _host_facts.unit_state("sglang-kimi", run=lambda argv, **kw: calls.append(argv) or Proc())
+    assert state == {"ActiveState": "active", "ActiveEnterTimestamp": "@1764687600", "InvocationID": "98ed",
+                     "UnitFileState": "enabled"}
+    assert calls[0][:3] == ["systemctl", "show", "sglang-kimi.service"] and "--timestamp=unix" in calls[0]
+
+    def missing(argv, **kw):
+        raise OSError("no systemctl")
+    assert _host_facts.unit_state("sglang-kimi", run=missing) == {}

@@ -212,3 +212,17 @@ def test_module_reads_and_keeps(tmp_path):
 def test_module_refuses_relative_paths_and_control_characters(tmp_path):
     result = _run_module(tmp_path, {"directory": str(tmp_path), "paths": ["etc/x", "/etc/y\nz"]})
     assert result["failed"] and "'etc/x'" in result["msg"] and "'/etc/y\\nz'" in result["msg"]
+
+
+def test_read_names_the_kept_copies_that_are_gone(tmp_path):
+    """The server role skips `kept` on an unchanged host only when every copy the manifest names is there: one
+    removed by hand must make the next run write the set again (else a rollback would miss it)."""
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "backup" / "last-good")
+    lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
+    assert lg.read(directory, paths, 0, "inv1")["copies_missing"] == []
+    gone = lg.copy_path(directory, paths[1], "inv1")
+    os.unlink(gone)
+    assert lg.read(directory, paths, 0, "inv1")["copies_missing"] == [gone]
+    lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
+    assert lg.read(directory, paths, 0, "inv1")["copies_missing"] == []

@@ -171,7 +171,7 @@ def test_runs_racing_for_a_free_lease_exactly_one_wins(tmp_path):
             proc.start()
         for proc in procs:
             proc.join(60)
-        outcome = dict(results.get(timeout=10) for _ in procs)
+        outcome = dict(results.get(timeout=10) for proc in procs)
         winners = [lease_id for lease_id, result in outcome.items() if result == "acquired"]
         assert len(winners) == 1, outcome
         assert _lease.Lease(directory).read(UNIT)["id"] == winners[0]
