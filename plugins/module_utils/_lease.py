@@ -144,7 +144,8 @@ class Lease(object):
             raise ValueError("lease id: a non-empty string without control characters")
         if ttl < 1 or wait < 0:
             raise ValueError("ttl must be at least 1 s and wait at least 0 s")
-        owner = dict((key, clean((owner or {}).get(key, "") or "?")) for key in OWNER_KEYS)
+        owner = dict((key, clean(owner[key])) for key in OWNER_KEYS
+                     if isinstance(owner, dict) and owner.get(key) not in (None, ""))
         start = self.clock()
         while True:
             fd = None if check_mode else self._guard(unit)

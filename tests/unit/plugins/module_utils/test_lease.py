@@ -201,3 +201,12 @@ def test_module_takes_refuses_and_gives_back_never_changed(tmp_path):
     assert gone["result"] == "released" and gone["changed"] is False
     bad = run_module(tmp_path, {"unit": "x;y", "id": "run-b"})
     assert bad["failed"] is True and "unit name" in bad["msg"]
+
+
+def test_the_owner_keeps_the_controller_pid_and_names_it(tmp_path):
+    """A later run of the same controller tells a dead holder by this pid (roles/_common/tasks/lease.yml)."""
+    lease, clock = make(tmp_path)
+    lease.acquire(UNIT, "run-a", dict(ALICE, pid="4242", extra="dropped"), ttl=60, wait=0)
+    holder = lease.read(UNIT)
+    assert holder["owner"] == dict(ALICE, pid="4242")
+    assert "alice@ops-1 (ansible-playbook pid 4242), play 'Deploy SGLang'" in _lease.describe(holder, clock.now)
