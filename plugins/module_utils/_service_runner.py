@@ -40,6 +40,7 @@ from urllib.request import ProxyHandler, Request, build_opener
 EXPECT_GRACE_SECONDS = 10.0
 SETTLE_SECONDS = 0.3          # after a fatal line or a dead process: one more read for the lines after it
 SETTLE_FATAL_MAX = 10.0       # after a fatal line: wait at most this long for the main process to go (its last lines)
+SETTLE_QUIET = 2.0            # after the main process is gone: read until no new line came for this long
 NO_INVOCATION_GRACE = 3.0     # job gone, unit down, no new invocation: give systemd this long
 AUTO_RESTART_WAIT_MAX = 10.0  # to see NRestarts grow after a crash under Restart= (capped by RestartUSec + 2 s)
 HEAD_LIMIT = 20000            # first read of an invocation: at most this many records from its start
@@ -145,6 +146,7 @@ class ServiceRunner(object):
         self.hicache_settled = False
         self.woke_on_line = False
         self.peeking = False
+        self.lines_fed = 0  # journal entries read so far (settle_quiet: has a new one come)
 
     # ---- helpers -------------------------------------------------------------------------------
     @property
@@ -551,7 +553,7 @@ class ServiceRunner(object):
                 st = self.await_auto_restart(st, baseline)
                 problem = self.unit_problem(st, current, baseline)
             if problem:
-                self.settle()
+                self.settle_quiet()
                 if self.watch.fatal:
                     self.fail("fatal line in invocation %s: %s (%s)" % (
                         current, self.mask(self.watch.failed_line), problem))
@@ -665,6 +667,7 @@ class ServiceRunner(object):
 
     def _feed(self, entries):
         for entry in entries:
+            self.lines_fed += 1
             if entry.dropped:
                 self.watch.dropped += entry.dropped
             if entry.from_manager:
@@ -695,6 +698,20 @@ class ServiceRunner(object):
     def settle(self):
         self.sleep(min(SETTLE_SECONDS, max(0.0, self.remaining())))
         self.read_journal()
+
+    def settle_quiet(self):
+        """The main process is gone (crash loop, failed, exited): its last lines (a Python traceback on stderr,
+        "No module named ...") go through journald's stream and can be indexed after systemd's own "Main process
+        exited" on a busy host. Read until SETTLE_QUIET s pass without a new line, at most SETTLE_FATAL_MAX s, so
+        the failure's journal tail has them (a single 0.3 s settle missed them on a loaded machine)."""
+        end = self.elapsed() + min(SETTLE_FATAL_MAX, max(0.0, self.remaining()))
+        self.settle()
+        seen, quiet_since = self.lines_fed, self.elapsed()
+        while self.elapsed() < end and self.elapsed() - quiet_since < SETTLE_QUIET:
+            self.pause()
+            self.read_journal()
+            if self.lines_fed != seen:
+                seen, quiet_since = self.lines_fed, self.elapsed()
 
     def settle_fatal(self, current, baseline):
         """After a fatal line, while the main process still runs: read on until it is gone (SGLang's main process

@@ -80,6 +80,9 @@ class FakeHost(object):
             if script["exit_at"] is not None and offset > script["exit_at"]:
                 break
             self.journal.append({"MESSAGE": line, "_SYSTEMD_INVOCATION_ID": inv, "_t": at + offset})
+        # lines the process wrote before it exited that journald indexes only later (its stdout/stderr stream)
+        for offset, line in script.get("late", []):
+            self.journal.append({"MESSAGE": line, "_SYSTEMD_INVOCATION_ID": inv, "_t": at + offset})
 
     def current(self):
         return self.invocations[-1] if self.invocations else ()
@@ -735,3 +738,17 @@ def test_log_level_warning_is_verified_over_http():
     assert "http://127.0.0.1:30000/get_server_info" in asked
     assert "get_server_info" in res["sources"]["ready"]
     assert any("--log-level warning" in notice for notice in res["notices"])
+
+
+def test_a_dead_process_last_lines_reach_the_tail_though_the_journal_indexes_them_late():
+    """molecule/install on a loaded machine: the new venv lacks the server's module, the process exits at once,
+    and its stderr ("No module named ...", through journald's stream) was indexed after systemd's own "Main
+    process exited": a single 0.3 s settle failed with a tail of systemd lines only. The runner reads on until the
+    journal is quiet (SETTLE_QUIET s), at most SETTLE_FATAL_MAX s."""
+    late = server_script(exit_at=0.3, ready=False)
+    late["late"] = [(1.8, "ModuleNotFoundError: No module named 'sglang_standin'")]
+    host = FakeHost([server_script(), late], drain=2.0)
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert any("No module named 'sglang_standin'" in line for line in res["journal_tail"]), res["journal_tail"]
+    assert host.now < 2.0 + 0.3 + 10.0 + 3
