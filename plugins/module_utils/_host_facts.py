@@ -26,6 +26,8 @@ import re
 import stat
 import subprocess
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import parse_show
+
 OVERRIDE_RE = re.compile(r"(ExecStart|Environment|EnvironmentFile) *=")
 PYTHON_PROBE = ("import importlib.util, json, sysconfig; "
                 "print(json.dumps({'purelib': sysconfig.get_paths()['purelib'], "
@@ -188,12 +190,7 @@ def unit_state(unit, run=subprocess.run, timeout=60):
         return {}
     if proc.returncode != 0:
         return {}
-    state = {}
-    for line in proc.stdout.decode("utf-8", "replace").splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            state[key] = value
-    return state
+    return parse_show(proc.stdout.decode("utf-8", "replace"))
 
 
 def probe_python(python, run=subprocess.run, timeout=120):
