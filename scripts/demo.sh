@@ -46,6 +46,7 @@ docker exec "$HOST" systemctl is-system-running --wait >/dev/null || true
 docker exec "$HOST" sh -c 'printf "[global]\ncert = /usr/local/share/gpuserve/host-ca-bundle.crt\n" > /etc/pip.conf'
 docker exec "$HOST" mkdir -p /opt/sglang-standin /srv/models/Kimi-K2.5-INT4 /srv/models/Kimi-K2.5-EAGLE3
 docker cp tests/standin/sglang_standin.py "$HOST":/opt/sglang-standin/sglang_standin.py >/dev/null
+docker cp -L tests/standin/sglang_standin_releases.py "$HOST":/opt/sglang-standin/sglang_standin_releases.py >/dev/null
 docker cp tests/fixtures/models/kimi-k2.5/config.json "$HOST":/srv/models/Kimi-K2.5-INT4/config.json >/dev/null 2>&1 || true
 
 run_deploy() {

@@ -111,8 +111,9 @@ def start_container():
         if dexec("systemctl is-system-running", check=False).stdout.strip() in ("running", "degraded"):
             break
         time.sleep(0.2)
-    sh(["docker", "cp", os.path.join(ROOT, "tests", "standin", "sglang_standin.py"),
-        "%s:/usr/local/lib/python3.11/dist-packages/sglang_standin.py" % CTR])
+    for name in ("sglang_standin.py", "sglang_standin_releases.py"):   # the stand-in and the release texts it speaks
+        sh(["docker", "cp", "-L", os.path.join(ROOT, "tests", "standin", name),
+            "%s:/usr/local/lib/python3.11/dist-packages/%s" % (CTR, name)])
     dexec("mkdir -p /etc/systemd/journald.conf.d && printf '[Journal]\\nRuntimeMaxUse=4G\\nRuntimeMaxFileSize=512M\\n"
           "RateLimitIntervalSec=0\\n' > /etc/systemd/journald.conf.d/bench.conf && systemctl restart systemd-journald")
     dexec("mkdir -p /etc/standin")

@@ -38,7 +38,6 @@ MIB = 1 << 20
 
 # model_executor/model_runner.py (SGLang 0.5.9), once per rank:
 # "Load weight end. elapsed=412.53 s, type=..., dtype=torch.bfloat16, avail mem=21.83 GB, mem usage=72.30 GB."
-LOAD_WEIGHT_END_RE = re.compile(r"Load weight end\..*\bmem usage=(?P<gb>\d+(?:\.\d+)?) GB")
 RUNNING_STATES = ("active", "reloading")
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "ControlGroup")
 CGROUP_ROOT = "/sys/fs/cgroup"
@@ -88,24 +87,27 @@ def cgroup_path_of(proc_cgroup_text):
     return None
 
 
-def weights_from_lines(lines):
-    """{rank: GiB} of the ``Load weight end ... mem usage=X GB`` lines (SGLang prints GiB, labelled GB)."""
+def weights_from_lines(lines, texts=None):
+    """{rank: GiB} of the ``Load weight end ... mem usage=X GB`` lines (SGLang prints GiB, labelled GB); texts: a
+    release's (_sglang_logs.texts_for), every known release's by default."""
+    texts = texts or logs.ALL_TEXTS
     found = {}
     for line in lines:
         rank, msg = logs.parse_line(line)
-        match = LOAD_WEIGHT_END_RE.search(msg)
+        match = logs.match_any(texts.load_weight_end, msg)
         if match:
-            found.setdefault(rank if rank is not None else 0, float(match.group("gb")))
+            found.setdefault(rank if rank is not None else 0, float(match.group("mem_gb")))
     return found
 
 
-def hicache_from_lines(lines):
-    """{rank: GB (10^9)} of the ``Allocating X GB host memory for hierarchical KV cache.`` lines."""
+def hicache_from_lines(lines, texts=None):
+    """{rank: GB (10^9)} of the HiCache KV host pool lines (the target model's; not the draft's)."""
+    texts = texts or logs.ALL_TEXTS
     found = {}
     for line in lines:
         rank, msg = logs.parse_line(line)
-        match = logs.HICACHE_RE.search(msg)
-        if match:
+        match = logs.match_any(texts.hicache, msg)
+        if match and not (match.groupdict().get("pool") or "").strip().startswith("draft"):
             found.setdefault(rank if rank is not None else 0, float(match.group("gb")))
     return found
 

@@ -28,7 +28,7 @@ import traceback
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
-    FATAL_PATTERNS, READY_PATTERN, LogWatch, mask_secrets)
+    ALL_TEXTS, LogWatch, installed_release, mask_secrets, texts_for)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import (
     STOP_JOB_TYPES, SystemdError, exec_start_facts, scheduler_count)
 
@@ -100,7 +100,7 @@ class ServiceRunner(object):
                  ready_pattern=None, hicache=None, ranks=None, expect=None, fail_patterns=None,
                  extra_fail_patterns=None, poll_interval=0.5, check_mode=False, journalctl="journalctl",
                  health=http_status, clock=time.monotonic, wall=time.time, sleep=time.sleep, state_store=None,
-                 progress=None, secrets=(), journal_factory=None):
+                 progress=None, secrets=(), journal_factory=None, release=None):
         self.systemctl = systemctl
         self.run = run
         self.unit = unit
@@ -129,9 +129,11 @@ class ServiceRunner(object):
         self.clock = clock
         self.wall = wall
         self.sleep = sleep
-        patterns = list(FATAL_PATTERNS if fail_patterns is None else fail_patterns) + list(extra_fail_patterns or [])
-        # Built now, so that bad regexes fail before the host changes.
-        self.watch = LogWatch(ready_pattern or READY_PATTERN, patterns, expect or [])
+        # Built now, so that bad regexes fail before the host changes; the release's texts come once ExecStart
+        # names the interpreter (_execute), every known release's until then.
+        self.release_given = release or None
+        self.watch = LogWatch(ready_pattern or None, fail_patterns, expect or [])
+        self.watch.use_texts(ALL_TEXTS, list(extra_fail_patterns or []))
         self.journal = None
         self.result = {"changed": False, "unit": unit, "state": state, "action": "none",
                        "invocation_id": None, "previous_invocation_id": None, "main_pid": 0, "n_restarts": 0,
@@ -334,7 +336,11 @@ class ServiceRunner(object):
         ratio = facts.get("hicache_ratio")
         size = facts.get("hicache_size")
         if not ratio and not size and self.hicache_on():
-            ratio = 2.0  # SGLang 0.5.9's default --hicache-ratio
+            # Neither given: releases with HiCache auto-sizing log the ratio they chose; 0.5.9's default is 2.0.
+            if self.watch.hicache_auto_ratio:
+                ratio = self.watch.hicache_auto_ratio
+            elif not self.watch.texts.hicache_auto:
+                ratio = 2.0
         return self.watch.hicache_summary(expected, ratio=ratio, size_gb=size, page_size=facts.get("page_size") or 1)
 
     def timeline(self):
@@ -369,6 +375,21 @@ class ServiceRunner(object):
     def hicache_on(self):
         return bool(self.hicache)
 
+    def choose_texts(self, argv):
+        """The SGLang release whose texts this invocation is read with: given, else the version of the sglang
+        distribution that ExecStart's interpreter has (importlib.metadata), else every known release's."""
+        if self.release_given:
+            release, how = self.release_given, "given (release option)"
+        else:
+            python = argv[0] if argv else None
+            release = installed_release(python, run=lambda cmd: tuple(self.run(cmd, timeout=30)[:2]))
+            how = ("importlib.metadata of %s" % python) if release else "no sglang distribution found for %s" % python
+        texts = texts_for(release, how)
+        self.watch.use_texts(texts)
+        self.result["sglang_texts"] = dict(texts.info)
+        if texts.info.get("note") and release:
+            self.notices.append(texts.info["note"])
+
     def expected_ranks(self):
         return self.ranks or 1
 
@@ -379,6 +400,7 @@ class ServiceRunner(object):
         facts = exec_start_facts(st.exec_start)
         self.facts = facts
         self.secrets.extend(value for value in (facts.get("api_key"), facts.get("admin_api_key")) if value)
+        self.choose_texts(st.exec_start)
         if self.hicache is None:
             self.hicache = facts["hicache"]
         if self.ranks is None:
@@ -770,9 +792,17 @@ class ServiceRunner(object):
             where += ("; journald suppressed %d lines of this invocation (rate limit), the missing lines may be "
                       "among them: raise RateLimitBurst= in journald.conf or the unit's LogRateLimitBurst="
                       % self.watch.dropped)
+        info = self.watch.texts.info
+        read_as = "SGLang %s, texts of %s" % (info.get("release") or "(release unknown)", ", ".join(info["tables"]))
+        if info.get("note"):
+            read_as += " (%s)" % info["note"]
+        if self.watch.hicache_unread:
+            where += "; seen instead, in no known form: %s" % " | ".join(self.mask(line)
+                                                                        for line in self.watch.hicache_unread)
         self.fail("HiCache not initialised in invocation %s: the ready line came with %d of %d host-allocation "
-                  "lines ('Allocating ... GB host memory for hierarchical KV cache.'), ranks missing: %s%s"
-                  % (self.result["invocation_id"], len(seen), expected, missing, where))
+                  "lines (text family hicache_host_pool: %s; read as %s), ranks missing: %s%s"
+                  % (self.result["invocation_id"], len(seen), expected,
+                     " or ".join("'%s'" % text for text in self.watch.texts.hicache_texts), read_as, missing, where))
 
     def check_hicache_request(self):
         check = self.hicache_summary(self.expected_ranks()).get("requested")

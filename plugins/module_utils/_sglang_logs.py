@@ -1,53 +1,172 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""SGLang 0.5.9 log catalogue: the real texts the server prints, and a watcher that reads one invocation.
+"""SGLang's log catalogue per release, and a watcher that reads one invocation.
 
-Texts come from the released ``sglang==0.5.9`` wheel (file and line given for each; see
-docs/sglang_service.md). Line format (utils/common.py ``configure_logger`` ~1216):
-``[%Y-%m-%d %H:%M:%S{.mmm with SGLANG_LOG_MS=1}{prefix}] message``. The scheduler's prefix
-(managers/scheduler.py ``run_scheduler_process`` ~3080) is, in this order and each only when it applies:
-`` DP{dp_rank}`` (dp_rank set or SGLANG_DP_RANK), `` PP{pp_rank}`` (pp_size > 1), `` ATTN_CP{rank}``
-(attn_cp_size > 1), `` MOE_DP{rank}`` (moe_dp_size > 1), `` TP{tp_rank}`` (tp_size > 1), `` EP{rank}``
-(ep_size > 1). With tp 1 and nothing else, a scheduler line carries no tag at all, like the main process.
+The texts SGLang prints (ready line, KV and HiCache pools, server_args, fatal texts) are DATA per release:
+``_sglang_releases.RELEASES``, written by scripts/gen-sglang-texts.py from each release's wheel (fixtures with
+file:line and the wheel's sha256 in tests/fixtures/sglang/). ``texts_for(release)`` picks a release's table
+(or its neighbours' for a release without one, or every table when the release is unknown) and compiles it.
+
+Line format (0.5.9 utils/common.py ``configure_logger``; unchanged in 0.5.23):
+``[%Y-%m-%d %H:%M:%S{.mmm with SGLANG_LOG_MS=1}{prefix}] message``. The scheduler's prefix is, in this order and
+each only when it applies: `` DP{dp_rank}``, `` PP{pp_rank}`` (pp_size > 1), `` ATTN_CP{rank}``, `` MOE_DP{rank}``,
+`` TP{tp_rank}`` (tp_size > 1), `` EP{rank}`` (ep_size > 1). With tp 1 and nothing else, a scheduler line carries
+no tag at all, like the main process.
 """
 
 from __future__ import annotations
 
 import re
+import string
+import subprocess
 
-# entrypoints/http_server.py ~1836, printed once after the warm-up request succeeded.
-READY_TEXT = "The server is fired up and ready to roll!"
-READY_PATTERN = re.escape(READY_TEXT)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
 
-# Fatal texts, most specific first: the reason quotes the line of the lowest-numbered pattern.
-FATAL_PATTERNS = [
-    # mem_cache/memory_pool_host.py ~179 (ValueError, per rank)
-    r"Not enough host memory available\. Requesting [\d.]+ GB but only have [-\d.]+ GB free",
-    # mem_cache/memory_pool_host.py ~168 (assert; hicache ratio <= 1)
-    r"The host memory should be larger than the device memory with the current protocol",
-    # model_executor/model_runner_kv_cache_mixin.py ~415
-    r"Not enough memory\. Please try to increase --mem-fraction-static",
-    # inside "Scheduler hit an exception:" (scheduler.py ~3190)
-    r"torch\.OutOfMemoryError: CUDA out of memory",
-    # model_executor/cuda_graph_runner.py ~373
-    r"Capture cuda graph failed:",
-    # server_args.py ~2685 / ~2381
-    r"The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive",
-    r"Spec v2 currently only supports topk = 1 for speculative decoding",
-    # argparse (exit 2, before any child starts)
-    r"error: argument --[\w-]+: invalid choice:",
-    # entrypoints/http_server.py ~1687/1811
-    r"Initialization failed\. warmup error:",
-    # entrypoints/engine.py ~897 (then "Exit code: C"; -9 = SIGKILL, e.g. the OOM killer)
-    r"Rank \d+ scheduler is dead\. Please check if there are relevant logs\.",
-    # scheduler.py ~3190 and the other managers
-    r"(?:Scheduler|TokenizerManager|DetokenizerManager) hit an exception:",
-    # entrypoints/engine.py ~870 (launch phase) and the running-phase SIGQUIT handler
-    r"Received sigquit from a child process\. It usually means the child failed\.",
-    r"SIGQUIT received\..*It usually means one child failed\.",
-    # entrypoints/engine.py ~905
-    r"Initialization failed\. Please see the error messages above\.",
-]
+# Texts of other programs, the same whatever the SGLang release: torch, argparse (Python's), uvicorn.
+OTHER_FATAL = {
+    "torch_oom": r"torch\.OutOfMemoryError: CUDA out of memory",
+    "argparse_choice": r"error: argument --[\w-]+: invalid choice:",
+    # 0.5.20+: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill
+    "argparse_ambiguous": r"error: ambiguous option: --[\w-]+ could match ",
+}
+HTTP_START_RE = re.compile(r"Uvicorn running on |Application startup complete\.")
+# Fatal families, most specific first: the reason quotes the line of the lowest-numbered one.
+FATAL_ORDER = ["fatal_host_memory", "fatal_hicache_reserve", "fatal_host_smaller", "fatal_kv_memory", "torch_oom",
+               "fatal_cuda_graph", "fatal_radix_exclusive", "fatal_spec_v2_topk", "argparse_choice",
+               "argparse_ambiguous", "fatal_warmup", "fatal_rank_dead", "fatal_rank_died_init",
+               "fatal_scheduler_exception", "fatal_child_sigquit", "fatal_sigquit", "fatal_init_failed"]
+_NUMBER = r"-?\d+(?:\.\d+)?"
+_FIELD_PATTERNS = {"tokens": r"\d+", "rank": r"\d+", "gb": _NUMBER, "k_gb": _NUMBER, "v_gb": _NUMBER,
+                   "pool": r".+?", "dtype": r"\S+", "args": r".*", "ratio": _NUMBER,
+                   "mem_gb": _NUMBER}
+
+
+def _vkey(version):
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+-]", version or ""))
+
+
+KNOWN_RELEASES = sorted(RELEASES, key=_vkey)
+
+
+def template_regex(template, fatal=False):
+    """A release table's template (str.format syntax) -> regex text: literal parts escaped, named fields as
+    groups, anonymous fields (``_N``) as ``.*?``. fatal: the text that identifies a fatal line, which may run over
+    several journal lines or be cut: up to the first newline, and after the last value only to the end of that
+    sentence, its full stop left out (``... GB free``, not the advice after it)."""
+    parts = list(string.Formatter().parse(template))
+    last_field = max([i for i, part in enumerate(parts) if part[1] is not None] or [-1])
+    out, named = [], set()
+    for index, (literal, field, spec, _conv) in enumerate(parts):
+        if fatal:
+            if "\n" in literal:
+                out.append(re.escape(literal.split("\n", 1)[0]))
+                break
+            if last_field >= 0 and index > last_field:
+                out.append(re.escape(re.split(r"\.(?:\s|$)", literal, 1)[0]))
+                break
+        out.append(re.escape(literal))
+        if field is None:
+            continue
+        if spec.endswith("d"):
+            pattern = r"-?\d+"
+        elif spec.endswith(("f", "e", "g")):
+            pattern = _NUMBER
+        else:
+            pattern = _FIELD_PATTERNS.get(field, r".*?")
+        if field.startswith("_") or field in named or field not in _FIELD_PATTERNS:
+            out.append("(?:%s)" % pattern)
+        else:
+            named.add(field)
+            out.append("(?P<%s>%s)" % (field, pattern))
+    return "".join(out)
+
+
+class Texts(object):
+    """One release's texts (or several releases' together), compiled."""
+
+    def __init__(self, tables, info):
+        self.info = info
+        families = {}
+        for table in tables:
+            for family, templates in table["texts"].items():
+                merged = families.setdefault(family, [])
+                merged.extend(t for t in templates if t not in merged)
+        self.families = families
+        self.forms = sorted(set(table["server_args_form"] for table in tables))
+
+        def compiled(family):
+            return [re.compile(template_regex(t)) for t in families.get(family, [])]
+        self.ready = compiled("ready")
+        self.kv = compiled("kv_pool")
+        self.hicache = compiled("hicache_host_pool")
+        self.hicache_mamba = compiled("hicache_mamba_host_pool")
+        self.hicache_auto = compiled("hicache_auto_size")
+        self.max_tokens = compiled("max_total_num_tokens")
+        self.load_weight_end = compiled("load_weight_end")
+        self.server_args = [re.compile(r"server_args=(?:ServerArgs\(|\{)")]
+        self.fatal = []
+        for family in FATAL_ORDER:
+            if family in OTHER_FATAL:
+                self.fatal.append(OTHER_FATAL[family])
+            else:
+                self.fatal.extend(template_regex(t, fatal=True) for t in families.get(family, []))
+        self.ready_pattern = "|".join(regex.pattern for regex in self.ready)
+        self.hicache_texts = list(families.get("hicache_host_pool", []))
+
+
+def texts_for(release=None, how=None):
+    """The Texts to read an invocation of this SGLang release with, and why (info dict: release, tables, how,
+    note). Exact table; a release between two tables: both neighbours; newer than every table: the newest (said
+    so); unknown: every table."""
+    info = {"release": release or None, "how": how, "known": list(KNOWN_RELEASES)}
+    if release in RELEASES:
+        tables = [release]
+    elif not release:
+        tables = list(KNOWN_RELEASES)
+        info["note"] = ("the SGLang release is not known: reading the texts of every known release (%s)"
+                        % ", ".join(KNOWN_RELEASES))
+    else:
+        older = [r for r in KNOWN_RELEASES if _vkey(r) < _vkey(release)]
+        newer = [r for r in KNOWN_RELEASES if _vkey(r) > _vkey(release)]
+        tables = ([older[-1]] if older else []) + ([newer[0]] if newer else [])
+        if not newer:
+            info["note"] = ("SGLang %s is newer than the newest release table (%s): read with %s's texts; a text "
+                            "this release changed is reported as not found, naming the family"
+                            % (release, KNOWN_RELEASES[-1], KNOWN_RELEASES[-1]))
+        else:
+            info["note"] = ("SGLang %s has no release table of its own: read with the texts of %s"
+                            % (release, " and ".join(tables)))
+    info["tables"] = tables
+    return Texts([RELEASES[r] for r in tables], info)
+
+
+RELEASE_PROBE = ("import importlib.metadata as m\ntry:\n print(m.version('sglang'))\n"
+                 "except m.PackageNotFoundError:\n print('')")
+
+
+def installed_release(python, run=None, timeout=30):
+    """The version of the ``sglang`` distribution in that interpreter's environment (importlib.metadata, isolated
+    mode, SGLang not imported), or None."""
+    if not python:
+        return None
+    try:
+        if run is None:
+            proc = subprocess.run([python, "-I", "-c", RELEASE_PROBE], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, timeout=timeout, check=False)
+            rc, out = proc.returncode, proc.stdout.decode("utf-8", "replace")
+        else:
+            rc, out = run([python, "-I", "-c", RELEASE_PROBE])
+    except (OSError, subprocess.SubprocessError):
+        return None
+    version = out.strip()
+    return version if rc == 0 and re.match(r"^\d+(?:\.\d+)*[\w.+-]*$", version) else None
+
+
+ALL_TEXTS = texts_for(None)
+READY_TEXT = RELEASES[KNOWN_RELEASES[-1]]["texts"]["ready"][0]
+READY_PATTERN = ALL_TEXTS.ready_pattern
+FATAL_PATTERNS = list(ALL_TEXTS.fatal)
 
 # Texts that look alarming but are NOT fatal (documented so nobody adds them to fail_patterns).
 NOT_FATAL_TEXTS = [
@@ -61,23 +180,28 @@ LINE_RE = re.compile(r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(?P<ms>\
                      r"(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (?P<msg>.*)$", re.S)
 TP_TAG_RE = re.compile(r"(?:^| )TP(\d+)(?: |$)")
 PURE_TP_RE = re.compile(r"^TP(\d+)$")
-# Values of the API keys in SGLang's server_args line and on a command line.
-SECRET_FIELD_RE = re.compile(r"((?:admin_)?api_key=)('[^']*'|\"[^\"]*\"|[^,)\s]+)")
-SECRET_FLAG_RE = re.compile(r"(--(?:admin-)?api-key[= ])(\S+)")
-MASK = "********"
+MASK = _secrets.MASK
 HICACHE_REL_TOLERANCE = 0.005   # SGLang prints GB with 2 decimals; KV size (GiB) too: 0.5 % + 0.01 GB covers it
 HICACHE_ABS_TOLERANCE = 0.01
 GIB = float(1 << 30)
-# mem_cache/memory_pool_host.py ~187, once per rank, BEFORE the pinned buffer is allocated.
-HICACHE_RE = re.compile(r"Allocating (?P<gb>\d+(?:\.\d+)?) GB host memory for hierarchical KV cache\.")
-# mem_cache/memory_pool.py ~658 (MLA) and ~652 (MHA)
-KV_MLA_RE = re.compile(r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), KV size: (?P<gb>\d+(?:\.\d+)?) GB")
-KV_MHA_RE = re.compile(r"KV Cache is allocated\. #tokens: (?P<tokens>\d+), K size: (?P<k>\d+(?:\.\d+)?) GB, "
-                       r"V size: (?P<v>\d+(?:\.\d+)?) GB")
-# scheduler.py ~622, TP0 only
-MAX_TOKENS_RE = re.compile(r"max_total_num_tokens=(?P<tokens>\d+)")
-# The HTTP server starts (uvicorn) only after every scheduler is ready: the warm-up begins.
-HTTP_START_RE = re.compile(r"Uvicorn running on |Application startup complete\.")
+
+
+def match_any(regexes, text):
+    for regex in regexes:
+        match = regex.search(text)
+        if match:
+            return match
+    return None
+
+
+def kv_entry(match):
+    """{tokens, gb} of a KV pool line (MLA: one KV size; MHA: K + V)."""
+    values = match.groupdict()
+    if values.get("gb") is not None:
+        gb = float(values["gb"])
+    else:
+        gb = round(float(values.get("k_gb") or 0) + float(values.get("v_gb") or 0), 2)
+    return {"tokens": int(values["tokens"]), "gb": gb}
 
 
 def line_stamp(line):
@@ -122,14 +246,8 @@ def rank_keys(tags):
 
 
 def mask_secrets(text, secrets=()):
-    """Mask the values of api_key / admin_api_key (server_args line, --api-key flags) and any known secret."""
-    if not text:
-        return text
-    for secret in secrets:
-        if secret and len(secret) >= 1:
-            text = text.replace(secret, MASK)
-    text = SECRET_FIELD_RE.sub(lambda m: m.group(1) + (m.group(2) if m.group(2) == "None" else "'%s'" % MASK), text)
-    return SECRET_FLAG_RE.sub(lambda m: m.group(1) + MASK, text)
+    """Secrets masked in every form SGLang prints them (_secrets.mask), and any known secret value."""
+    return _secrets.mask(text, secrets)
 
 
 def expected_host_pool_gb(kv_tokens, kv_gb, ratio=None, size_gb=None, page_size=1):
@@ -165,13 +283,14 @@ def compile_patterns(patterns, what):
 class LogWatch(object):
     """Reads the lines of ONE invocation in order and keeps what the readiness decision needs."""
 
-    def __init__(self, ready_pattern=READY_PATTERN, fail_patterns=None, expect=None):
-        try:
-            self.ready_re = re.compile(ready_pattern)
-        except re.error as exc:
-            raise ValueError("ready_pattern: invalid regular expression %r: %s" % (ready_pattern, exc))
-        self.fail_res = compile_patterns(FATAL_PATTERNS if fail_patterns is None else fail_patterns,
-                                         "fail_patterns")
+    def __init__(self, ready_pattern=None, fail_patterns=None, expect=None, texts=None):
+        self.texts = texts or ALL_TEXTS
+        self.ready_given = ready_pattern
+        self.fail_given = fail_patterns
+        self.extra_fail = []
+        self.ready_re = None
+        self.fail_res = []
+        self.use_texts(self.texts)
         self.expect_res = compile_patterns(expect, "expect")
         self.lines_seen = 0
         self.first_line_ts = None
@@ -180,13 +299,31 @@ class LogWatch(object):
         self.ready_ts = None
         self.ready_stamp = None
         self.fatal = []           # (pattern index, order, line)
-        self.hicache = {}         # rank -> GB, lines before the ready line only
+        self.hicache = {}         # rank -> GB of the KV host pool, lines before the ready line only
         self.hicache_late = {}    # rank -> GB, lines after the ready line (do not count)
+        self.hicache_tokens = {}  # rank -> host pool tokens (releases that print them)
+        self.hicache_draft = {}   # rank -> GB of the draft model's host pool (0.5.23 with EAGLE)
+        self.hicache_mamba = {}   # rank -> GB of a hybrid model's Mamba state host pool
+        self.hicache_auto_ratio = None  # the ratio HiCache auto-sizing chose (0.5.23: no ratio or size given)
+        self.hicache_unread = []  # lines that speak of a host pool / hierarchical cache in no known form
         self.kv = {}              # rank -> list of {tokens, gb}
         self.max_total_num_tokens = None
         self.expect_matched = {}  # pattern -> first line
         self.dropped = 0          # lines of this invocation journald suppressed (rate limit)
         self.server_args_seen = False
+
+    def use_texts(self, texts, extra_fail_patterns=None):
+        """Read with these texts (a release's table): the ready and fatal patterns follow, unless given."""
+        self.texts = texts
+        if extra_fail_patterns is not None:
+            self.extra_fail = list(extra_fail_patterns)
+        ready = self.ready_given or texts.ready_pattern
+        try:
+            self.ready_re = re.compile(ready)
+        except re.error as exc:
+            raise ValueError("ready_pattern: invalid regular expression %r: %s" % (ready, exc))
+        fail = list(texts.fatal if self.fail_given is None else self.fail_given) + self.extra_fail
+        self.fail_res = compile_patterns(fail, "fail_patterns")
 
     def feed(self, line, ts=None):
         self.lines_seen += 1
@@ -203,27 +340,39 @@ class LogWatch(object):
         rank, msg = parse_tagged(line)
         if self.http_start_ts is None and HTTP_START_RE.search(line):
             self.http_start_ts = ts
-        if "server_args=ServerArgs(" in msg:
+        texts = self.texts
+        if match_any(texts.server_args, msg):
             self.server_args_seen = True
         key = rank if rank is not None else ""
-        match = HICACHE_RE.search(msg)
+        match = match_any(texts.hicache, msg)
         if match:
             # Counted when before the ready line; a line that arrived later (another process or stream) but
             # carries a stamp not after the ready line's was printed before it and counts too.
             stamp = line_stamp(line)
             early = self.ready_line is None or (stamp is not None and self.ready_stamp is not None
                                                 and stamp <= self.ready_stamp)
-            target = self.hicache if early else self.hicache_late
-            target.setdefault(key, float(match.group("gb")))
-        match = KV_MLA_RE.search(msg)
+            pool = (match.groupdict().get("pool") or "kv").strip()
+            if pool.startswith("draft"):
+                self.hicache_draft.setdefault(key, float(match.group("gb")))
+            else:
+                target = self.hicache if early else self.hicache_late
+                target.setdefault(key, float(match.group("gb")))
+                if match.groupdict().get("tokens"):
+                    self.hicache_tokens.setdefault(key, int(match.group("tokens")))
+        else:
+            match = match_any(texts.hicache_mamba, msg)
+            if match:
+                self.hicache_mamba.setdefault(key, float(match.group("gb")))
+            elif (("host pool" in msg or "hierarchical" in msg or "HiCache" in msg) and "GB" in msg
+                  and len(self.hicache_unread) < 3):
+                self.hicache_unread.append(line)
+        match = match_any(texts.hicache_auto, msg)
+        if match and self.hicache_auto_ratio is None:
+            self.hicache_auto_ratio = float(match.group("ratio"))
+        match = match_any(texts.kv, msg)
         if match:
-            self.kv.setdefault(key, []).append({"tokens": int(match.group("tokens")), "gb": float(match.group("gb"))})
-        match = KV_MHA_RE.search(msg)
-        if match:
-            self.kv.setdefault(key, []).append(
-                {"tokens": int(match.group("tokens")),
-                 "gb": round(float(match.group("k")) + float(match.group("v")), 2)})
-        match = MAX_TOKENS_RE.search(msg)
+            self.kv.setdefault(key, []).append(kv_entry(match))
+        match = match_any(texts.max_tokens, msg)
         if match and self.max_total_num_tokens is None:
             self.max_total_num_tokens = int(match.group("tokens"))
         if self.ready_line is None and self.ready_re.search(line):
@@ -264,6 +413,15 @@ class LogWatch(object):
                 summary["ranks_missing_count"] = max(0, expected_ranks - len(tags))
         if self.hicache_late:
             summary["ranks_after_ready"] = rank_keys(self.hicache_late)
+        if self.hicache_tokens:
+            summary["host_pool_tokens_per_rank"] = max(self.hicache_tokens.values())
+        if self.hicache_draft:
+            summary["draft_host_pool_gb_per_rank"] = max(self.hicache_draft.values())
+            summary["draft_host_pool_gb_total"] = round(sum(self.hicache_draft.values()), 2)
+        if self.hicache_mamba:
+            summary["mamba_host_pool_gb_per_rank"] = max(self.hicache_mamba.values())
+        if self.hicache_unread:
+            summary["lines_not_read"] = list(self.hicache_unread)
         if self.dropped:
             summary["journal_lines_dropped"] = self.dropped
         check = self.hicache_vs_request(ratio, size_gb, page_size)

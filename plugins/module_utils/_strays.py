@@ -18,10 +18,10 @@ import re
 import signal
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text
 
 MIN_MATCH_LEN = 8
-_SECRET_FLAG_RE = re.compile(r"(--(?:admin-)?api[-_]key(?:=|\s+))(\S+)")
 
 
 def match_problems(matches):
@@ -39,7 +39,8 @@ def match_problems(matches):
 
 
 def mask(cmdline):
-    return _SECRET_FLAG_RE.sub(lambda m: m.group(1) + "********", cmdline)
+    """A process's command line with its secrets masked (_secrets: --api-key v, --api-key=v, --hf-token v, ...)."""
+    return _secrets.mask(cmdline)
 
 
 def _read_bytes(path):

@@ -69,9 +69,19 @@ options:
     type: str
   ready_pattern:
     description:
-      - Regular expression (Python C(re.search)) of the ready line. Default is SGLang's ready line.
+      - Regular expression (Python C(re.search)) of the ready line. Default is the ready line of the release's
+        text table (see O(release)).
     type: str
-    default: The server is fired up and ready to roll!
+  release:
+    description:
+      - The SGLang release whose texts (ready line, KV and HiCache pools, server_args, fatal texts) the journal is
+        read with, from the release tables taken from each release's wheel (C(_sglang_releases)).
+      - Default is the version of the C(sglang) distribution that the interpreter of the unit's C(ExecStart) has
+        (C(importlib.metadata), SGLang not imported); when there is none, every known release's texts.
+      - A release without a table of its own is read with its neighbours' tables, a release newer than the newest
+        with the newest's; the result's RV(sglang_texts) says which, and a HiCache failure names the text family
+        and the lines seen instead.
+    type: str
   hicache:
     description:
       - Whether HiCache must be proven (one host-allocation line per rank before the ready line).
@@ -225,6 +235,13 @@ kv_cache:
   returned: when the KV line was seen
   type: dict
   sample: {tokens_per_rank: 159277, gb_per_rank: 10.42, ranks: [0, 1, 2, 3, 4, 5, 6, 7], max_total_num_tokens: 159277}
+sglang_texts:
+  description:
+    - Which SGLang release the journal was read as, and how it was learnt (V(release), V(how), V(tables) used,
+      V(known) releases, V(note) when the release has no table of its own or was not found).
+  returned: when the unit was read
+  type: dict
+  sample: {release: 0.5.23, how: importlib.metadata of /opt/sglang/venv/bin/python, tables: [0.5.23], known: [0.5.9, 0.5.23]}
 ready_line:
   description: The ready line of this invocation.
   returned: always
@@ -311,11 +328,13 @@ progress_command:
   sample: journalctl -f -t gpuserve-sglang-service
 """
 
+import re
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc
 from ansible_collections.gpuserve.sglang.plugins.module_utils._progress import JournalProgress, follow_command
-from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import READY_TEXT, compile_patterns
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import compile_patterns
 from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner, check_health_url
 from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR, StateFile
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl, SystemdError, unit_name
@@ -329,7 +348,8 @@ def main():
             state=dict(type="str", default="verified", choices=["restarted", "started", "verified"]),
             timeout=dict(type="int", default=1800),
             health_url=dict(type="str"),
-            ready_pattern=dict(type="str", default=READY_TEXT),
+            ready_pattern=dict(type="str"),
+            release=dict(type="str"),
             hicache=dict(type="bool"),
             ranks=dict(type="int"),
             expect=dict(type="list", elements="str", default=[]),
@@ -352,7 +372,10 @@ def main():
     # Every option is checked here, before the host changes (nothing below may raise on bad input).
     try:
         check_health_url(params["health_url"])
-        compile_patterns([params["ready_pattern"]], "ready_pattern")
+        if params["ready_pattern"] is not None:
+            compile_patterns([params["ready_pattern"]], "ready_pattern")
+        if params["release"] is not None and not re.match(r"^\d+(?:\.\d+)*[\w.+-]*$", params["release"]):
+            raise ValueError("release must be an SGLang version such as 0.5.23, got %r" % params["release"])
         compile_patterns(params["expect"], "expect")
         compile_patterns(params["fail_patterns"], "fail_patterns")
         compile_patterns(params["extra_fail_patterns"], "fail_patterns")
@@ -374,7 +397,7 @@ def main():
             ready_pattern=params["ready_pattern"], hicache=params["hicache"], ranks=params["ranks"],
             expect=params["expect"], fail_patterns=params["fail_patterns"],
             extra_fail_patterns=params["extra_fail_patterns"], poll_interval=params["poll_interval"],
-            check_mode=module.check_mode, journalctl=journalctl,
+            check_mode=module.check_mode, journalctl=journalctl, release=params["release"],
             state_store=StateFile(params["state_dir"]), progress=progress,
             journal_factory=(lambda inv: JournalFollower(run, inv, journalctl, env=env)) if params["follow"] else None,
         )

@@ -79,6 +79,7 @@ import json
 import os
 import random
 import signal
+import string
 import sys
 import threading
 import time
@@ -91,6 +92,7 @@ except ImportError:  # pragma: no cover - Python < 3.7
 # The reference production host (see docs/standin.md): 96 GB GPUs, weights 72.3 GB per GPU,
 # MLA cell size (512 + 64) * 61 layers * 2 bytes = 70,272 bytes per token per rank.
 CELL_SIZE = 70272
+DRAFT_CELL_SIZE = 576 * 2   # the EAGLE-3 draft model's one MLA layer
 GPU_TOTAL_GIB = 95.0
 WEIGHTS_GIB = 72.3
 REF_TOKENS = 159277
@@ -99,6 +101,67 @@ GIB = 1 << 30
 
 STATE = {"phase": "loading", "ready_at": None, "draining": False}
 ARGS = None
+DEFAULT_RELEASE = "0.5.9"
+
+
+def load_releases():
+    """SGLang's texts per release: the collection's table (plugins/module_utils/_sglang_releases.py, generated from
+    the wheels by scripts/gen-sglang-texts.py), copied beside this file as sglang_standin_releases.py (the
+    scenarios' prepare copies tests/standin/, where that name links to the table), or read from the checkout."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "sglang_standin_releases.py"),
+                 os.path.join(here, "..", "..", "plugins", "module_utils", "_sglang_releases.py")):
+        if os.path.exists(path):
+            namespace = {}
+            with open(path) as handle:
+                exec(compile(handle.read(), path, "exec"), namespace)  # pylint: disable=exec-used
+            return namespace["RELEASES"]
+    raise SystemExit("stand-in: no release table beside %s (copy tests/standin/ whole)" % __file__)
+
+
+def standin_release(releases):
+    """The release whose texts this stand-in speaks: STANDIN_SGLANG_RELEASE, else the version of the sglang
+    distribution installed beside it (importlib.metadata), else 0.5.9."""
+    wanted = os.environ.get("STANDIN_SGLANG_RELEASE", "").strip()
+    if not wanted:
+        try:
+            import importlib.metadata as metadata
+            wanted = metadata.version("sglang")
+        except Exception:  # pylint: disable=broad-except
+            wanted = DEFAULT_RELEASE
+    if wanted not in releases:
+        raise SystemExit("stand-in: no texts for SGLang %s (known: %s)" % (wanted, ", ".join(sorted(releases))))
+    return wanted
+
+
+RELEASES = load_releases()
+RELEASE = standin_release(RELEASES)
+TEXTS = RELEASES[RELEASE]["texts"]
+
+
+class _Fill(string.Formatter):
+    """A template's fields from the values given; one not given prints as 0 (a number) or nothing."""
+
+    def get_value(self, key, args, kwargs):
+        return kwargs.get(key, "") if isinstance(key, str) else ""
+
+    def format_field(self, value, format_spec):
+        if value == "" and format_spec:
+            value = 0
+        return super().format_field(value, format_spec)
+
+
+def has_text(family):
+    return bool(TEXTS.get(family))
+
+
+def text(family, values=None, want=(), avoid=()):
+    """SGLang's text of that family in the stand-in's release, filled in: the first template holding every
+    ``want`` and no ``avoid`` substring."""
+    for template in TEXTS.get(family, []):
+        if all(w in template for w in want) and not any(a in template for a in avoid):
+            return _Fill().format(template, **(values or {}))
+    raise KeyError("SGLang %s has no %s text with %r and without %r" % (RELEASE, family, want, avoid))
 
 
 def env_float(name, default):
@@ -192,6 +255,13 @@ def kv_tokens(fraction):
     return int(rest * GIB) // CELL_SIZE
 
 
+def host_pool_tokens(args, tokens):
+    """The host pool's tokens, as host_pool_gb counts them."""
+    if args.hicache_size > 0:
+        return int(args.hicache_size * 1e9 // CELL_SIZE) + 1
+    return int(tokens * args.hicache_ratio) + 1
+
+
 def host_pool_gb(args, tokens):
     """Host pool per rank exactly as SGLang 0.5.9's HostKVCache sizes and prints it (memory_pool_host.py):
     size = hicache_size * 1e9 // cell (or int(tokens * ratio)), aligned up to a page (page_size 1: + 1),
@@ -206,7 +276,7 @@ def host_pool_gb(args, tokens):
 
 def scheduler_exception(rank, lines, final):
     """``Scheduler hit an exception: <traceback>`` as SGLang logs it (one journal entry per line)."""
-    emit("Scheduler hit an exception: Traceback (most recent call last):", rank, sys.stderr)
+    emit(text("fatal_scheduler_exception", {"_1": "Traceback (most recent call last):"}), rank, sys.stderr)
     for line in lines:
         raw(line, sys.stderr)
     raw(final, sys.stderr)
@@ -214,7 +284,7 @@ def scheduler_exception(rank, lines, final):
 
 def die_by_sigquit():
     """The launch-phase SIGQUIT handler of SGLang's main process: log, then kill the process tree."""
-    emit("Received sigquit from a child process. It usually means the child failed.", None, sys.stderr)
+    emit(text("fatal_child_sigquit"), None, sys.stderr)
     os.kill(os.getpid(), signal.SIGKILL)
     time.sleep(5)  # pragma: no cover
     sys.exit(1)  # pragma: no cover
@@ -239,7 +309,14 @@ def server_args_line(args):
         "hicache_mem_layout=%r" % args.hicache_mem_layout,
         "speculative_algorithm=%r" % args.speculative_algorithm,
     ]
-    return "server_args=ServerArgs(%s)" % ", ".join(fields)
+    if RELEASES[RELEASE]["server_args_form"] == "dict":
+        # 0.5.23: server_args={'model_path': ..., 'api_key': ...} (entrypoints/engine.py _server_args_for_logging)
+        as_dict = {}
+        for field in fields:
+            name, value = field.split("=", 1)
+            as_dict[name] = eval(value)  # pylint: disable=eval-used  # the reprs just made
+        return text("server_args", {"args": repr(as_dict)})
+    return text("server_args", {"args": "ServerArgs(%s)" % ", ".join(fields)})
 
 
 class Traffic(object):
@@ -655,13 +732,13 @@ def main(argv=None):
     emit(server_args_line(args))
     if args.enable_hierarchical_cache and args.disable_radix_cache:
         raw("Traceback (most recent call last):", sys.stderr)
-        raw("ValueError: The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive "
-            "and cannot be used at the same time. Please use only one of them.", sys.stderr)
+        raw("ValueError: " + text("fatal_radix_exclusive"), sys.stderr)
         return 1
     if fail == "exit_early":
         return 1
     spec = (args.speculative_algorithm or "").upper()
-    if spec in ("EAGLE", "EAGLE3"):
+    if spec in ("EAGLE", "EAGLE3") and has_text("fatal_spec_v2_topk"):
+        # releases with the SGLANG_ENABLE_SPEC_V2 switch (0.5.9); later ones always run spec v2
         if os.environ.get("SGLANG_ENABLE_SPEC_V2", "").lower() in ("1", "true", "yes", "y"):
             emit("Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on.")
         else:
@@ -672,13 +749,17 @@ def main(argv=None):
     time.sleep(step)
     avail = GPU_TOTAL_GIB - 0.87 - WEIGHTS_GIB
     for rank in ranks:
-        emit("Load weight end. elapsed=%.2f s, type=KimiK25ForConditionalGeneration, dtype=torch.bfloat16, "
-             "avail mem=%.2f GB, mem usage=%.2f GB." % (step, avail, WEIGHTS_GIB), rank)
+        emit(text("load_weight_end", {"elapsed": step, "model_type": "KimiK25ForConditionalGeneration",
+                                      "dtype": "torch.bfloat16", "after_avail_memory": avail, "mem_gb": WEIGHTS_GIB}),
+             rank)
     if fail == "crash":
         bad = env_int("STANDIN_FAIL_RANK", 0) % tp
         time.sleep(step)
-        emit("Rank %d scheduler is dead. Please check if there are relevant logs." % bad, None, sys.stderr)
-        emit("Exit code: -9", None, sys.stderr)
+        if has_text("fatal_rank_dead"):
+            emit(text("fatal_rank_dead", {"rank": bad}), None, sys.stderr)
+            emit("Exit code: -9", None, sys.stderr)
+        else:
+            raw("RuntimeError: " + text("fatal_rank_died_init", {"rank": bad, "exitcode": -9}), sys.stderr)
         raw("Traceback (most recent call last):", sys.stderr)
         raw("EOFError", sys.stderr)
         raw("", sys.stderr)
@@ -693,15 +774,16 @@ def main(argv=None):
         for rank in ranks:
             scheduler_exception(rank, [
                 '  File "sglang/srt/model_executor/model_runner_kv_cache_mixin.py", line 415, in init_memory_pool',
-            ], "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.")
+            ], "RuntimeError: " + text("fatal_kv_memory", {"mem_fraction_static": args.mem_fraction_static}))
         die_by_sigquit()
     STATE["max_total_num_tokens"] = tokens
     kv_gb = tokens * CELL_SIZE / float(GIB)
     for rank in ranks:
-        emit("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (tokens, kv_gb), rank)
+        emit(text("kv_pool", {"tokens": tokens, "gb": kv_gb, "pool": "KV Cache", "dtype": "torch.bfloat16"},
+                  want=("{gb",)), rank)
         if spec in ("EAGLE", "EAGLE3"):
-            emit("KV Cache is allocated. #tokens: %d, KV size: %.2f GB" % (tokens, tokens * 576 * 2 / float(GIB)),
-                 rank)
+            emit(text("kv_pool", {"tokens": tokens, "gb": tokens * DRAFT_CELL_SIZE / float(GIB), "pool": "KV Cache",
+                                  "dtype": "torch.bfloat16"}, want=("{gb",)), rank)
     for rank in ranks:
         emit("Memory pool end. avail mem=%.2f GB" % (avail - kv_gb), rank)
     time.sleep(step)
@@ -723,16 +805,17 @@ def main(argv=None):
         emit("Capture cuda graph end. Time elapsed: %.2f s. mem usage=1.21 GB. avail mem=%.2f GB."
              % (step, avail - kv_gb - 1.21), rank)
     running = args.max_running_requests or (48 if spec else 2048)
-    emit("max_total_num_tokens=%d, chunked_prefill_size=%d, max_prefill_tokens=16384, max_running_requests=%d, "
-         "context_len=%d, available_gpu_mem=%.2f GB"
-         % (tokens, args.chunked_prefill_size, running, args.context_length, avail - kv_gb - 1.21), 0)
+    left = avail - kv_gb - 1.21
+    emit(text("max_total_num_tokens", {"tokens": tokens, "chunked_prefill_size": args.chunked_prefill_size,
+                                       "max_prefill_tokens": 16384, "max_running_requests": running,
+                                       "context_len": args.context_length, "avail_mem": left,
+                                       "startup_available_gpu_memory_gb": left}), 0)
     if args.enable_hierarchical_cache:
-        if args.hicache_size <= 0 and args.hicache_ratio <= 1:
+        if args.hicache_size <= 0 and args.hicache_ratio <= 1 and has_text("fatal_host_smaller"):
             for rank in ranks:
                 scheduler_exception(rank, [
                     '  File "sglang/srt/mem_cache/memory_pool_host.py", line 168, in __init__',
-                ], "AssertionError: The host memory should be larger than the device memory with the current "
-                   "protocol")
+                ], "AssertionError: " + text("fatal_host_smaller"))
             die_by_sigquit()
         pool = host_pool_gb(args, tokens)
         if fail == "host_memory":
@@ -741,13 +824,18 @@ def main(argv=None):
                 scheduler_exception(rank, [
                     '  File "sglang/srt/mem_cache/memory_pool_host.py", line 179, in __init__',
                     "    raise ValueError(",
-                ], "ValueError: Not enough host memory available. Requesting %.2f GB but only have %.2f GB free. "
-                   "Please reduce the size of the hierarchical cache." % (pool, free))
+                ], "ValueError: " + text("fatal_host_memory", {"gb": pool, "free_gb": free}))
             die_by_sigquit()
         missing = max(0, env_int("STANDIN_MISSING_RANKS", 0))
         for rank in ranks:
             if rank < tp - missing:
-                emit("Allocating %.2f GB host memory for hierarchical KV cache." % pool, rank)
+                emit(text("hicache_host_pool", {"gb": pool, "pool": "kv", "tokens": host_pool_tokens(args, tokens)},
+                          avoid=("packed MTP",)), rank)
+                if spec in ("EAGLE", "EAGLE3") and "{pool}" in TEXTS["hicache_host_pool"][-1]:
+                    # releases that give the draft model a host pool of its own, as many tokens as the target's
+                    size = host_pool_tokens(args, tokens)
+                    emit(text("hicache_host_pool", {"gb": size * DRAFT_CELL_SIZE / 1e9, "pool": "draft",
+                                                    "tokens": size}, avoid=("packed MTP",)), rank)
     time.sleep(step)
 
     # The HTTP server starts only after every scheduler is ready (before: connection refused).
@@ -769,7 +857,7 @@ def main(argv=None):
     if not STATE["draining"]:
         STATE["ready_at"] = time.time()
         STATE["phase"] = "ready"
-        emit("The server is fired up and ready to roll!")
+        emit(text("ready"))
     while not STATE["draining"]:
         time.sleep(0.1)
     drain_and_exit()

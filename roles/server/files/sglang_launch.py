@@ -4,10 +4,11 @@
 
 Usage (the unit's ExecStart): python sglang_launch.py -m sglang.launch_server --config /etc/sglang/x.secrets.yaml ...
 
-SGLang 0.5.9 logs ``server_args=ServerArgs(..., api_key='...', admin_api_key='...', ...)`` at start, which
-puts the API keys into the journal. This launcher, before it runs the module with runpy (same process, same
-argv after the module name, so SGLang reads sys.argv as under ``python -m``), masks the values of api_key and
-admin_api_key (and of any ``*_api_key=``/``*_token=`` field in a ``key='value'`` repr) in:
+SGLang logs its arguments at start, keys included: 0.5.9 as ``server_args=ServerArgs(..., api_key='...')``,
+0.5.23 as ``server_args={..., 'api_key': '...'}``. This launcher, before it runs the module with runpy (same
+process, same argv after the module name, so SGLang reads sys.argv as under ``python -m``), masks the values of
+api_key, admin_api_key and any ``*_api_key``, ``*_token``, ``*secret*``, ``*password*`` field, in a repr
+(``name='v'``), a dict or JSON (``'name': 'v'``) and on a command line (``--api-key v``), in:
 
 - every logging record of the process (a LogRecord factory: independent of the handlers SGLang installs later);
 - every write to sys.stdout and sys.stderr (print, uvicorn, a traceback that shows ServerArgs).
@@ -24,18 +25,36 @@ import re
 import runpy
 import sys
 
-MASK = "'********'"
-_SECRET_FIELD = re.compile(
-    r"(?P<name>\b(?:admin_api_key|api_key|[A-Za-z_]*_api_key|[A-Za-z_]*_token|[A-Za-z_]*secret[A-Za-z_]*)=)"
-    r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")",
-    re.IGNORECASE)
+# The same pattern texts as plugins/module_utils/_secrets.py (a unit test fails when they differ): this file runs
+# on the host, outside the collection, so it carries its own copy.
+MASK = "********"
+SECRET_NAME = r"(?:[A-Za-z_]*(?:api_key|_token)|[A-Za-z_]*(?:secret|password)[A-Za-z_]*)(?![A-Za-z0-9_])"
+KEYWORD_PATTERN = (r"(?P<lead>\b" + SECRET_NAME + r"=)"
+                   r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,)\s]+)")
+MAPPING_PATTERN = (r"(?P<lead>(?P<q>['\"])" + SECRET_NAME + r"(?P=q)\s*:\s*)"
+                   r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,}\s]+)")
+FLAG_PATTERN = (r"(?P<lead>--(?:[a-z-]*(?:api-key|-token)|[a-z-]*(?:secret|password)[a-z-]*)(?![a-z0-9_-])(?:=|\s+))"
+                r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]+(?:['\"][^\s'\",}]+)*)")
+_RES = [re.compile(pattern, re.IGNORECASE) for pattern in (MAPPING_PATTERN, KEYWORD_PATTERN, FLAG_PATTERN)]
+_EMPTY = ("None", "null", "''", '""')
+
+
+def _masked(match):
+    value = match.group("value")
+    if value in _EMPTY:
+        return match.group(0)
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return match.group("lead") + quote + MASK + quote
 
 
 def mask(text):
-    """text with the quoted values of secret fields replaced by a mask; None stays None."""
-    if not isinstance(text, str) or "=" not in text:
+    """text with the values of secret fields masked (server_args as a repr or a dict, JSON, flags); None and
+    empty values stay, so "no key set" still shows. Not a string: returned as it is."""
+    if not isinstance(text, str) or not text:
         return text
-    return _SECRET_FIELD.sub(lambda m: m.group("name") + MASK, text)
+    for regex in _RES:
+        text = regex.sub(_masked, text)
+    return text
 
 
 class _MaskingStream(io.TextIOBase):

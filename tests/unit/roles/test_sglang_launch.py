@@ -7,6 +7,7 @@ exactly the argv it would get under `python -m`."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -24,6 +25,10 @@ log.info(f"server_args={server_args}")
 log.warning("again %s", server_args)
 print(server_args, flush=True)
 sys.stderr.write(server_args + "\\n")
+# SGLang 0.5.23: server_args={...} (entrypoints/engine.py _server_args_for_logging), and /server_info's launch_command
+log.info("server_args=%r", {"model_path": "/m", "api_key": sys.argv[-1], "admin_api_key": "adm1n-secret"})
+print({"launch_command": "python -m sglang.launch_server --api-key " + sys.argv[-1].replace(" ", "")}, flush=True)
+print("cmdline: python -m sglang.launch_server --api-key " + sys.argv[-1] + " --port 30000", flush=True)
 print("ARGV " + repr(sys.argv[1:]) + " NAME " + __name__, flush=True)
 '''
 
@@ -41,8 +46,11 @@ def test_keys_are_masked_everywhere_and_argv_is_kept(fake, key):
                          env={"PYTHONPATH": str(fake), "PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
                          check=True)
     text = "\n".join(line for line in (out.stdout + out.stderr).splitlines() if not line.startswith("ARGV "))
-    assert key not in text and "adm1n-secret" not in text
-    assert text.count("(model_path='/m', api_key='********'") == 4 and text.count("admin_api_key='********'") == 4
+    assert key not in text and "adm1n-secret" not in text and repr(key)[1:-1] not in text
+    assert len(re.findall(r"\(model_path='/m', api_key=(['\"])\*{8}\1", text)) == 4
+    assert text.count("admin_api_key='********'") == 4
+    assert len(re.findall(r"'api_key': (['\"])\*{8}\1", text)) == 1 and "'admin_api_key': '********'" in text
+    assert "--api-key ********" in text and "--api-key ******** --port 30000" in text
     assert "ARGV %r NAME __main__" % (["--config", "/etc/sglang/x.yaml", "--tp", "8", key],) in out.stdout
 
 

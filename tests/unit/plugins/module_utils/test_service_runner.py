@@ -44,8 +44,10 @@ class FakeHost(object):
 
     def __init__(self, scripts, drain=0.0, active=True, restart_policy="no", restart_sec=1.0, health=None,
                  timeout_stop=None,
-                 exec_start="/opt/sglang/venv/bin/python -m sglang.launch_server --tp 8 --enable-hierarchical-cache"):
+                 exec_start="/opt/sglang/venv/bin/python -m sglang.launch_server --tp 8 --enable-hierarchical-cache",
+                 release="0.5.9"):
         self.now = 0.0
+        self.release = release            # what importlib.metadata says of ExecStart's interpreter ("" none)
         self.scripts = list(scripts)      # one script per invocation to come (the first is the running one)
         self.drain = drain
         self.timeout_stop = timeout_stop  # TimeoutStopSec: a longer drain ends with systemd's SIGKILL
@@ -165,6 +167,9 @@ class FakeHost(object):
             if max_lines is not None and text.count("\n") + 1 > max_lines:
                 return sr_proc.RunResult(0, "\n".join(text.split("\n")[:max_lines]), "", truncated=True)
             return 0, text, ""
+        if argv[1:3] == ["-I", "-c"] and "importlib.metadata" in argv[3]:
+            # the release probe: the version of the sglang distribution of ExecStart's interpreter
+            return (0, self.release + "\n", "") if self.release else (0, "\n", "")
         raise AssertionError("unexpected command %r" % argv)
 
     def restart(self):

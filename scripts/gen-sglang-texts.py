@@ -1,0 +1,380 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""SGLang's texts per release, taken from the release's own wheel (issue 21).
+
+    scripts/gen-sglang-texts.py 0.5.23            download the wheel (pip download --no-deps), extract the texts,
+                                                  write tests/fixtures/sglang/0.5.23.json and the release table
+                                                  plugins/module_utils/_sglang_releases.py
+    scripts/gen-sglang-texts.py 0.5.23 --wheel W  the same from a wheel already on disk (its sha256 is recorded)
+    scripts/gen-sglang-texts.py --check           re-derive every release's templates from the fixtures' code and
+                                                  check the table (offline; the unit tests run it)
+
+A text is found by its FAMILY below: the files it may live in (they move between releases) and a literal the
+logging call's format contains. The call's format (an f-string, or a %-format with its arguments) is read with
+``ast`` and turned into a TEMPLATE in ``str.format`` syntax: the literal parts as printed, each value a field
+named by FIELDS (``{tokens:d}``, ``{gb:.2f}``) or ``{_N}`` when the collection does not read it. The table holds
+templates only: ``_sglang_logs`` turns them into regexes, the stand-in (a test fixture) prints them. A family a
+release does not have is simply absent from its entry; a REQUIRED family that is not found stops the script, so
+a release that moved a text is reviewed, not silently read with nothing.
+"""
+import argparse
+import ast
+import glob
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "sglang")
+TABLE = os.path.join(ROOT, "plugins", "module_utils", "_sglang_releases.py")
+CACHE = os.environ.get("SGLANG_WHEEL_CACHE", os.path.expanduser("~/.cache/gpuserve-sglang/wheels"))
+
+# Value expressions (as ast.unparse prints them) -> the field name the collection reads. Same name = same meaning
+# in every release; anything else becomes an anonymous field.
+FIELDS = {
+    "num_tokens": "tokens", "self.size": "tokens", "size": "tokens",
+    "kv_size_GB": "gb", "k_size_GB": "k_gb", "v_size_GB": "v_gb",
+    "requested_bytes / 1e9": "gb", "requested_bytes / 1000000000.0": "gb", "self.pool_label": "pool", "cache_name": "pool",
+    "self.max_total_num_tokens": "tokens", "i": "rank", "rank": "rank",
+    "server_args": "args", "_server_args_for_logging(server_args)": "args",
+    "self.dtype": "dtype", "ratio": "ratio", "self.weight_load_mem_usage": "mem_gb",
+    "time.perf_counter() - tic_total": "elapsed", "self.weight_load_time": "elapsed",
+    "type(self.model).__name__": "model_type", "available_bytes / 1e9": "free_gb",
+    "available_bytes / 1000000000.0": "free_gb", "self.target_layer_num": "target_layers",
+    "self.layer_num": "total_layers", "draft_layer_num": "draft_layers",
+}
+READ_NAMES = {"tokens", "gb", "k_gb", "v_gb", "pool", "rank", "args", "dtype", "ratio", "mem_gb"}
+# Conditional values the collection wants one branch of (the other is another state, not a start-up text).
+CHOICES = {
+    "'VA upper bound' if self.post_capture_active else 'is allocated'": "is allocated",
+    "'available_cpu_mem' if self.device == 'cpu' else 'available_gpu_mem'": "available_gpu_mem",
+}
+
+# name: (required, files under sglang/srt, literal(s) in the format (any of them; "!x": not containing x), what)
+FAMILIES = {
+    "ready": (True, ["entrypoints/http_server.py"], "fired up and ready to roll",
+              "the ready line, printed once after the warm-up request succeeded"),
+    "server_args": (True, ["entrypoints/engine.py"], "server_args=",
+                    "the launch arguments, keys included (masked by the server role's launcher)"),
+    "load_weight_end": (True, ["model_executor/model_runner.py"], "Load weight end. ",
+                        "per rank, after the weights are on the GPU"),
+    "kv_pool": (True, ["mem_cache/memory_pool.py"], ("#tokens: {", "!skipped"),
+                "per rank: the device KV pool (and the draft model's with EAGLE)"),
+    "max_total_num_tokens": (True, ["managers/scheduler.py"], "max_total_num_tokens={",
+                             "TP0's summary of the KV pool"),
+    "hicache_host_pool": (True, ["mem_cache/memory_pool_host.py", "mem_cache/pool_host/base.py"],
+                          ("host memory for hierarchical KV cache", "hierarchical KV host pool"),
+                          "per rank: the HiCache host pool of the KV cache (and of the draft model where it has one)"),
+    "hicache_mamba_host_pool": (False, ["mem_cache/pool_host/mamba.py"], "hierarchical Mamba cache",
+                                "per rank: the HiCache host pool of a hybrid model's Mamba state"),
+    "hicache_auto_size": (False, ["mem_cache/hicache_auto_size.py"], "HiCache auto-sizing: ratio",
+                          "the HiCache ratio that auto-sizing chose (neither --hicache-ratio nor --hicache-size)"),
+    "mamba_pool": (False, ["mem_cache/memory_pool.py"], "Mamba Cache is allocated",
+                   "per rank: a hybrid model's Mamba state pool"),
+    "fatal_host_memory": (True, ["mem_cache/memory_pool_host.py", "mem_cache/pool_host/base.py"],
+                          "Not enough host memory available", "per rank: the host pool does not fit (ValueError)"),
+    "fatal_host_smaller": (False, ["mem_cache/memory_pool_host.py", "mem_cache/pool_host/base.py"],
+                           "host memory should be larger than the device memory",
+                           "an assert: --hicache-ratio at most 1"),
+    "fatal_hicache_reserve": (False, ["mem_cache/hicache_auto_size.py"], "No host memory is left for HiCache",
+                              "HiCache auto-sizing found nothing above the 10 GiB reserve"),
+    "fatal_kv_memory": (True, ["model_executor/model_runner_kv_cache_mixin.py", "model_executor/pool_configurator.py"],
+                        "Not enough memory. Please try to increase", "the device KV pool does not fit"),
+    "fatal_cuda_graph": (True, ["model_executor/cuda_graph_runner.py",
+                                "model_executor/runner/decode_cuda_graph_runner.py"],
+                         "Capture cuda graph failed", "CUDA graph capture failed"),
+    "fatal_radix_exclusive": (True, ["server_args.py", "arg_groups/kv_cache_hook.py"],
+                              "enable-hierarchical-cache and disable-radix-cache are mutually exclusive",
+                              "HiCache needs the radix cache"),
+    "fatal_spec_v2_topk": (False, ["server_args.py"], "Spec v2 currently only supports topk = 1",
+                           "spec v2 with topk > 1"),
+    "fatal_warmup": (True, ["entrypoints/http_server.py"], "Initialization failed. warmup error",
+                     "the warm-up request failed"),
+    "fatal_rank_dead": (False, ["entrypoints/engine.py"], "scheduler is dead", "a scheduler died (0.5.9)"),
+    "fatal_rank_died_init": (False, ["entrypoints/engine.py"], "scheduler died during initialization",
+                             "a scheduler died during initialization"),
+    "fatal_scheduler_exception": (True, ["managers/scheduler.py"], "Scheduler hit an exception",
+                                  "a scheduler raised"),
+    "fatal_child_sigquit": (True, ["entrypoints/engine.py"], "Received sigquit from a child process",
+                            "the main process learned a child failed (launch phase)"),
+    "fatal_sigquit": (True, ["managers/tokenizer_manager.py"], "It usually means one child failed",
+                      "the main process learned a child failed (running phase)"),
+    "fatal_init_failed": (True, ["entrypoints/engine.py"], "Initialization failed. Please see the error messages",
+                          "start-up failed"),
+}
+
+
+def _literal(text):
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+class Unmapped(Exception):
+    pass
+
+
+def _field(expr, spec, counter):
+    src = ast.unparse(expr)
+    if src in CHOICES:
+        return _literal(CHOICES[src])
+    name = FIELDS.get(src)
+    if name is None and isinstance(expr, (ast.Name, ast.Attribute)):
+        # a plain variable or attribute: named after it (the stand-in fills it by that name); never one of the
+        # names the collection reads (READ_NAMES), which only FIELDS may give
+        tail = expr.id if isinstance(expr, ast.Name) else expr.attr
+        name = tail if tail not in READ_NAMES and not tail.startswith("_") else None
+    if name is None:
+        counter[0] += 1
+        name = "_%d" % counter[0]
+    return "{%s%s}" % (name, (":" + spec) if spec else "")
+
+
+def _spec(node):
+    if node is None:
+        return ""
+    if isinstance(node, ast.JoinedStr) and all(isinstance(v, ast.Constant) for v in node.values):
+        return "".join(v.value for v in node.values)
+    raise Unmapped("a computed format spec %r" % ast.unparse(node))
+
+
+def template_of(fmt, args=()):
+    """The str.format template of one logging format: an f-string (JoinedStr), a str, or a %-format and its
+    argument expressions. Self-documenting f-strings (``{x=}``) come parsed as a literal ``x=`` and the value's
+    repr, so they need nothing special."""
+    counter = [0]
+    if isinstance(fmt, ast.Constant) and isinstance(fmt.value, str):
+        if not args:
+            return _literal(fmt.value)
+        out, pos, index = [], 0, 0
+        for match in re.finditer(r"%(?:\((\w+)\))?([-#0 +]*\d*(?:\.\d+)?)([sdrfgei%])", fmt.value):
+            out.append(_literal(fmt.value[pos:match.start()]))
+            pos = match.end()
+            if match.group(3) == "%":
+                out.append("%")
+                continue
+            conv = match.group(3)
+            spec = match.group(2) + ("d" if conv in "di" else conv if conv in "fge" else "")
+            out.append(_field(args[index], spec, counter))
+            index += 1
+        out.append(_literal(fmt.value[pos:]))
+        return "".join(out)
+    if isinstance(fmt, ast.JoinedStr):
+        out = []
+        for value in fmt.values:
+            if isinstance(value, ast.Constant):
+                out.append(_literal(value.value))
+            else:
+                out.append(_field(value.value, _spec(value.format_spec), counter))
+        return "".join(out)
+    if isinstance(fmt, ast.BinOp) and isinstance(fmt.op, ast.Add):
+        return template_of(fmt.left) + template_of(fmt.right)
+    raise Unmapped("a format that is neither a string nor an f-string: %r" % ast.unparse(fmt))
+
+
+def _format_text(node):
+    """The literal text of a format node (to find the anchor in), fields blanked to '{'."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{" for v in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _format_text(node.left) + _format_text(node.right)
+    return ""
+
+
+def _matches(text, anchor):
+    anchors = (anchor,) if isinstance(anchor, str) else anchor
+    if any(a.startswith("!") and a[1:] in text for a in anchors):
+        return False
+    return any(a in text for a in anchors if not a.startswith("!"))
+
+
+def find(source, anchor):
+    """[(line, call code, template)] of every call whose first argument's text contains the anchor."""
+    found = []
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and _matches(_format_text(node.value), anchor):
+            # msg = "..." then raise X(msg): the assigned text is the message
+            node = ast.Call(func=ast.Name(id="log"), args=[node.value], keywords=[], lineno=node.lineno)
+        elif isinstance(node, ast.Assert) and node.msg is not None and _matches(_format_text(node.msg), anchor):
+            node = ast.Call(func=ast.Name(id="log"), args=[node.msg], keywords=[], lineno=node.lineno)
+        if not isinstance(node, ast.Call) or not node.args:
+            continue
+        fmt = node.args[0]
+        if not _matches(_format_text(fmt), anchor):
+            continue
+        code = ast.unparse(ast.Call(func=ast.Name(id="log"), args=node.args, keywords=[]))
+        try:
+            found.append((node.lineno, code, template_of(fmt, node.args[1:])))
+        except Unmapped as exc:
+            raise Unmapped("line %d: %s" % (node.lineno, exc))
+    return found
+
+
+def template_of_code(code):
+    """The template of a fixture's recorded call code (``log(<format>, <args>...)``)."""
+    call = ast.parse(code, mode="eval").body
+    return template_of(call.args[0], call.args[1:])
+
+
+def extract(wheel):
+    families = {}
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        for family, (required, files, anchor, what) in FAMILIES.items():
+            hits = []
+            for pattern in files:
+                path = "sglang/srt/" + pattern
+                if path not in names:
+                    continue
+                source = archive.read(path).decode("utf-8")
+                try:
+                    hits_here = find(source, anchor)
+                except Unmapped as exc:
+                    raise SystemExit("%s %s %s %s" % (os.path.basename(wheel), family, path, exc))
+                for line, code, template in hits_here:
+                    hits.append({"source": "%s:%d" % (path, line), "code": code, "template": template})
+            seen, unique = set(), []
+            for hit in hits:
+                if hit["template"] not in seen:
+                    seen.add(hit["template"])
+                    unique.append(hit)
+            if unique:
+                families[family] = unique
+            elif required:
+                raise SystemExit("%s: family %s (%s) not found in %s with %r: review the release and FAMILIES"
+                                 % (os.path.basename(wheel), family, what, files, anchor))
+    return families
+
+
+def server_args_form(families):
+    template = families["server_args"][0]["code"]
+    return "dict" if "_server_args_for_logging" in template else "repr"
+
+
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def download(version):
+    os.makedirs(CACHE, exist_ok=True)
+    found = glob.glob(os.path.join(CACHE, "sglang-%s-*.whl" % version))
+    if not found:
+        subprocess.check_call([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", CACHE,
+                               "sglang==%s" % version])
+        found = glob.glob(os.path.join(CACHE, "sglang-%s-*.whl" % version))
+    return sorted(found)[0]
+
+
+def _vkey(version):
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+-]", version))
+
+
+def fixtures():
+    out = {}
+    for path in sorted(glob.glob(os.path.join(FIXTURES, "*.json"))):
+        with open(path) as handle:
+            data = json.load(handle)
+        out[data["release"]] = data
+    return out
+
+
+def table_from(fixtures_by_release):
+    releases = {}
+    for version in sorted(fixtures_by_release, key=_vkey):
+        data = fixtures_by_release[version]
+        releases[version] = {
+            "wheel": data["wheel"], "sha256": data["sha256"], "server_args_form": data["server_args_form"],
+            "texts": {family: [hit["template"] for hit in hits] for family, hits in sorted(data["families"].items())},
+        }
+    return releases
+
+
+def render_table(releases):
+    lines = [
+        "# -*- coding: utf-8 -*-",
+        "# SPDX-License-Identifier: GPL-3.0-or-later",
+        '"""SGLang\'s texts per release, GENERATED by scripts/gen-sglang-texts.py from each release\'s wheel (do not',
+        "edit: run the script). Templates in str.format syntax; _sglang_logs turns them into regexes. The fixtures",
+        'tests/fixtures/sglang/<release>.json hold the code each template came from, with file:line and the sha256."""',
+        "",
+        "from __future__ import annotations",
+        "",
+        "RELEASES = %s" % _pyrepr(releases),
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _pyrepr(value, indent=0):
+    pad = "    " * (indent + 1)
+    if isinstance(value, dict):
+        if not value:
+            return "{}"
+        items = ["%s%r: %s," % (pad, key, _pyrepr(val, indent + 1)) for key, val in value.items()]
+        return "{\n" + "\n".join(items) + "\n" + "    " * indent + "}"
+    if isinstance(value, list):
+        items = ["%s%r," % (pad, item) for item in value]
+        return "[\n" + "\n".join(items) + "\n" + "    " * indent + "]"
+    return repr(value)
+
+
+def check():
+    problems = []
+    data = fixtures()
+    for version, fixture in data.items():
+        for family, hits in fixture["families"].items():
+            for hit in hits:
+                derived = template_of_code(hit["code"])
+                if derived != hit["template"]:
+                    problems.append("%s %s %s: the fixture's template %r is not what its code gives (%r)"
+                                    % (version, family, hit["source"], hit["template"], derived))
+    with open(TABLE) as handle:
+        current = handle.read()
+    if current != render_table(table_from(data)):
+        problems.append("%s differs from the fixtures: run scripts/gen-sglang-texts.py <release> for each "
+                        "release, or restore it" % os.path.relpath(TABLE, ROOT))
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("release", nargs="?")
+    parser.add_argument("--wheel")
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args()
+    if args.check:
+        return check()
+    if not args.release:
+        parser.error("a release (e.g. 0.5.23) or --check")
+    wheel = args.wheel or download(args.release)
+    families = extract(wheel)
+    fixture = {
+        "release": args.release, "wheel": os.path.basename(wheel), "sha256": sha256(wheel),
+        "server_args_form": server_args_form(families), "families": families,
+    }
+    os.makedirs(FIXTURES, exist_ok=True)
+    with open(os.path.join(FIXTURES, "%s.json" % args.release), "w") as handle:
+        json.dump(fixture, handle, indent=1, sort_keys=True)
+        handle.write("\n")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(TABLE))
+    with os.fdopen(fd, "w") as handle:
+        handle.write(render_table(table_from(fixtures())))
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, TABLE)
+    print("%s: %d families from %s (sha256 %s)" % (args.release, len(families), fixture["wheel"], fixture["sha256"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
