@@ -31,7 +31,7 @@ import zipfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "sglang")
 TABLE = os.path.join(ROOT, "plugins", "module_utils", "_sglang_releases.py")
-CACHE = os.environ.get("SGLANG_WHEEL_CACHE", os.path.expanduser("~/.cache/gpuserve-sglang/wheels"))
+CACHE = os.environ.get("SGLANG_WHEEL_CACHE", os.path.join(ROOT, ".cache", "sglang-wheels"))
 
 # Value expressions (as ast.unparse prints them) -> the field name the collection reads. Same name = same meaning
 # in every release; anything else becomes an anonymous field.
@@ -314,6 +314,14 @@ def render_table(releases):
     return "\n".join(lines)
 
 
+def _strrepr(text, pad, width=100):
+    """A string's repr, cut into adjacent literals of at most ``width`` characters (line length)."""
+    if not isinstance(text, str) or len(repr(text)) <= width:
+        return repr(text)
+    pieces = [text[i:i + width - 10] for i in range(0, len(text), width - 10)]
+    return "(\n" + "".join("%s    %r\n" % (pad, piece) for piece in pieces) + pad + ")"
+
+
 def _pyrepr(value, indent=0):
     pad = "    " * (indent + 1)
     if isinstance(value, dict):
@@ -322,7 +330,7 @@ def _pyrepr(value, indent=0):
         items = ["%s%r: %s," % (pad, key, _pyrepr(val, indent + 1)) for key, val in value.items()]
         return "{\n" + "\n".join(items) + "\n" + "    " * indent + "}"
     if isinstance(value, list):
-        items = ["%s%r," % (pad, item) for item in value]
+        items = ["%s%s," % (pad, _strrepr(item, pad)) for item in value]
         return "[\n" + "\n".join(items) + "\n" + "    " * indent + "]"
     return repr(value)
 

@@ -797,8 +797,8 @@ class ServiceRunner(object):
         if info.get("note"):
             read_as += " (%s)" % info["note"]
         if self.watch.hicache_unread:
-            where += "; seen instead, in no known form: %s" % " | ".join(self.mask(line)
-                                                                        for line in self.watch.hicache_unread)
+            unread = [self.mask(line) for line in self.watch.hicache_unread]
+            where += "; seen instead, in no known form: %s" % " | ".join(unread)
         self.fail("HiCache not initialised in invocation %s: the ready line came with %d of %d host-allocation "
                   "lines (text family hicache_host_pool: %s; read as %s), ranks missing: %s%s"
                   % (self.result["invocation_id"], len(seen), expected,

@@ -19,7 +19,10 @@ RELEASES = {
                 'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
             ],
             'fatal_host_memory': [
-                'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB free. Please reduce the size of the hierarchical cache.',
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
             ],
             'fatal_host_smaller': [
                 'The host memory should be larger than the device memory with the current protocol',
@@ -28,10 +31,16 @@ RELEASES = {
                 'Initialization failed. Please see the error messages above.',
             ],
             'fatal_kv_memory': [
-                'Not enough memory. Please try to increase --mem-fraction-static. Current value: self.server_args.mem_fraction_static={mem_fraction_static}',
+                (
+                    'Not enough memory. Please try to increase --mem-fraction-static. Current value: self.serve'
+                    'r_args.mem_fraction_static={mem_fraction_static}'
+                ),
             ],
             'fatal_radix_exclusive': [
-                'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be used at the same time. Please use only one of them.',
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
             ],
             'fatal_rank_dead': [
                 'Rank {rank} scheduler is dead. Please check if there are relevant logs.',
@@ -56,14 +65,28 @@ RELEASES = {
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
             ],
             'load_weight_end': [
-                'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, dtype={dtype}, avail mem={after_avail_memory:.2f} GB, mem usage={mem_gb:.2f} GB.',
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, dtype={dtype}, avail mem={aft'
+                    'er_avail_memory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
             ],
             'mamba_pool': [
-                'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_window_cache size: {_4:.2f}GB ',
-                'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm_state size: {_2:.2f}GB ',
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
             ],
             'max_total_num_tokens': [
-                'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_tokens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={context_len}, available_gpu_mem={avail_mem:.2f} GB',
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
             ],
             'ready': [
                 'The server is fired up and ready to roll!',
@@ -85,10 +108,16 @@ RELEASES = {
                 'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
             ],
             'fatal_hicache_reserve': [
-                'No host memory is left for HiCache after the 10 GiB reserve; set --hicache-ratio or --hicache-size explicitly.',
+                (
+                    'No host memory is left for HiCache after the 10 GiB reserve; set --hicache-ratio or --hica'
+                    'che-size explicitly.'
+                ),
             ],
             'fatal_host_memory': [
-                'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB free. Please reduce the size of the hierarchical cache.',
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
             ],
             'fatal_init_failed': [
                 'Initialization failed. Please see the error messages above.',
@@ -97,10 +126,16 @@ RELEASES = {
                 'Not enough memory. Please try to increase --mem-fraction-static.',
             ],
             'fatal_radix_exclusive': [
-                'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and cannot be used at the same time. Please use only one of them.',
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
             ],
             'fatal_rank_died_init': [
-                'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is -9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.',
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
             ],
             'fatal_scheduler_exception': [
                 'Scheduler hit an exception: {traceback}',
@@ -112,28 +147,55 @@ RELEASES = {
                 'Initialization failed. warmup error: {last_traceback}',
             ],
             'hicache_auto_size': [
-                'HiCache auto-sizing: ratio {requested:.3f} -> {ratio:.3f}; {_1:.1f} GiB host memory per rank (fraction {fraction:.2f}, {_2:d} ranks on this host), host pools {_3:.1f} GiB.',
+                (
+                    'HiCache auto-sizing: ratio {requested:.3f} -> {ratio:.3f}; {_1:.1f} GiB host memory per ra'
+                    'nk (fraction {fraction:.2f}, {_2:d} ranks on this host), host pools {_3:.1f} GiB.'
+                ),
             ],
             'hicache_host_pool': [
-                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, packed MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total_layers={total_layers:d}.',
+                (
+                    'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, p'
+                    'acked MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total'
+                    '_layers={total_layers:d}.'
+                ),
                 'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
             ],
             'hicache_mamba_host_pool': [
-                'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache ({tokens:d} state slots, layout={layout}).',
+                (
+                    'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache ({tokens:d} state slots, l'
+                    'ayout={layout}).'
+                ),
             ],
             'kv_pool': [
-                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
             ],
             'load_weight_end': [
-                'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_memory:.2f} GB, mem usage={mem_gb:.2f} GB.',
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
             ],
             'mamba_pool': [
-                'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB intermediate_conv_window_cache size: {_3:.2f}GB ',
-                'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm_state size: {_2:.2f}GB ',
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
             ],
             'max_total_num_tokens': [
-                'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_tokens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={context_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB',
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
             ],
             'ready': [
                 'The server is fired up and ready to roll!',

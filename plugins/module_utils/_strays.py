@@ -14,7 +14,6 @@ so the logic is tested on a fake tree.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import time
 

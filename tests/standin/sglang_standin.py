@@ -125,7 +125,7 @@ def standin_release(releases):
     wanted = os.environ.get("STANDIN_SGLANG_RELEASE", "").strip()
     if not wanted:
         try:
-            import importlib.metadata as metadata
+            from importlib import metadata
             wanted = metadata.version("sglang")
         except Exception:  # pylint: disable=broad-except
             wanted = DEFAULT_RELEASE

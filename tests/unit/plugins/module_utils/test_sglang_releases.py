@@ -3,7 +3,6 @@
 release with its own texts. The startup lines below are rendered from the table's templates (the texts each
 release prints, taken from its wheel), never typed anew."""
 import copy
-import glob
 import importlib.util
 import json
 import os
@@ -15,9 +14,7 @@ import sys
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _service_runner as sr
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
-from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl
 
 from test_service_runner import FakeHost, runner
 
@@ -60,18 +57,17 @@ def startup(release, tp=8, ratio=4.0, draft=True, key=KEY, hicache_ranks=None):
     host_tokens = int(tokens * ratio) + 1
     host_gb = round(host_tokens * 70272 / 1e9, 2)     # Kimi-K2.5's MLA cell: 70,272 bytes a token a rank
     for rank in range(tp):
-        lines.append((1.0, "[%s TP%d] %s" % (STAMP, rank, say(release, "kv_pool", avoid=("k_gb",), tokens=tokens,
-                                                                 gb=kv_gb, pool="KV Cache", dtype="torch.bfloat16"))))
-        if draft:
-            lines.append((1.0, "[%s TP%d] %s" % (STAMP, rank, say(release, "kv_pool", avoid=("k_gb",), tokens=tokens,
-                                                                     gb=0.17, pool="KV Cache", dtype="torch.bfloat16"))))
+        for gb in ([kv_gb, 0.17] if draft else [kv_gb]):
+            text = say(release, "kv_pool", avoid=("k_gb",), tokens=tokens, gb=gb, pool="KV Cache", dtype="torch.bfloat16")
+            lines.append((1.0, "[%s TP%d] %s" % (STAMP, rank, text)))
     lines.append((1.5, "[%s TP0] %s" % (STAMP, say(release, "max_total_num_tokens", tokens=tokens))))
+    pools = [("kv", host_gb)]
+    if draft and "{pool}" in RELEASES[release]["texts"]["hicache_host_pool"][-1]:
+        pools.append(("draft", 0.73))   # releases that give the draft model a host pool of its own
     for rank in (range(tp) if hicache_ranks is None else hicache_ranks):
-        lines.append((2.5, "[%s TP%d] %s" % (STAMP, rank, say(release, "hicache_host_pool", avoid=("packed MTP",),
-                                                                 gb=host_gb, pool="kv", tokens=host_tokens))))
-        if draft and "{pool}" in RELEASES[release]["texts"]["hicache_host_pool"][-1]:
-            lines.append((2.5, "[%s TP%d] %s" % (STAMP, rank, say(release, "hicache_host_pool", avoid=("packed MTP",),
-                                                                     gb=0.73, pool="draft", tokens=host_tokens))))
+        for pool, gb in pools:
+            text = say(release, "hicache_host_pool", avoid=("packed MTP",), gb=gb, pool=pool, tokens=host_tokens)
+            lines.append((2.5, "[%s TP%d] %s" % (STAMP, rank, text)))
     lines.append((3.0, "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"))
     lines.append((4.0, "[%s] %s" % (STAMP, say(release, "ready"))))
     return {"lines": lines, "exit_at": None}
