@@ -1,6 +1,12 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A STAND-IN for the SGLang 0.5.9 server: a test fixture, never used by the product.
+"""A STAND-IN for the SGLang server (0.5.9, 0.5.23): a test fixture, never used by the product.
+
+Its texts are the release table's (plugins/module_utils/_sglang_releases.py, generated from each release's wheel by
+scripts/gen-sglang-texts.py; copied beside this file as sglang_standin_releases.py): it speaks the release named by
+STANDIN_SGLANG_RELEASE, else the version of the ``sglang`` distribution installed beside it, else 0.5.9. The lines
+below are 0.5.9's; 0.5.23 logs server_args as a dict, its KV line with the dtype, its HiCache line as
+``Allocating kv hierarchical KV host pool: N tokens, X GB host memory.`` and, with EAGLE, a ``draft`` host pool.
 
 The real server needs 8 GPUs and a 547 GB model. This program behaves as SGLang 0.5.9 does from the
 outside, so that a systemd unit, its journal and its /health endpoint can be tested on a plain host:
