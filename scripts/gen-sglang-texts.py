@@ -108,6 +108,65 @@ FAMILIES = {
 }
 
 
+def _find_line(source, needle):
+    for number, line in enumerate(source.splitlines(), 1):
+        if needle in line:
+            return number
+    return None
+
+
+def _reserve(source):
+    """The HiCache host reserve in bytes: ``X = 10 * (1024**3)`` as SGLang writes it (evaluated from the AST)."""
+    for node in ast.walk(ast.parse(source)):
+        target = getattr(node, "target", None) or (node.targets[0] if isinstance(node, ast.Assign) else None)
+        name = getattr(target, "id", "")
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and name in ("HICACHE_HOST_MEMORY_RESERVE_BYTES", "ten_gb"):
+            value = eval(compile(ast.Expression(node.value), "<reserve>", "eval"), {"__builtins__": {}})  # numbers only
+            return int(value), node.lineno
+    return None, None
+
+
+# How a release sizes HiCache's host pools (the memory plan uses these): name -> (files, detector(source) ->
+# (value, line) or (None, None)). The first file that exists and answers decides.
+RULES = {
+    # 0.5.9 memory_pool_host.py: each rank checks its pool alone against MemAvailable - 10 GiB;
+    # 0.5.23 pool_host/base.py host_memory_budget_bytes: (cgroup-aware available - 10 GiB) // ranks on the host.
+    "hicache_budget": (["mem_cache/pool_host/base.py", "mem_cache/memory_pool_host.py"],
+                       lambda src: (("per_rank_share", _find_line(src, "// ranks_per_host()"))
+                                    if "// ranks_per_host()" in src else
+                                    ("each_rank_alone", _find_line(src, "host_mem.available - ten_gb"))
+                                    if "host_mem.available - ten_gb" in src else (None, None))),
+    "hicache_reserve_bytes": (["mem_cache/pool_host/base.py", "mem_cache/memory_pool_host.py"], _reserve),
+    # with EAGLE the draft model gets a host pool of the target's tokens (hybrid_pool_assembler: pool_label="draft")
+    "hicache_draft_host_pool": (["mem_cache/hybrid_cache/hybrid_pool_assembler.py"],
+                                lambda src: (True, _find_line(src, 'pool_label="draft"'))
+                                if 'pool_label="draft"' in src else (None, None)),
+    # neither --hicache-ratio nor --hicache-size: the ratio is sized to the host (hicache_auto_size.py)
+    "hicache_auto_size": (["mem_cache/hicache_auto_size.py"],
+                          lambda src: (True, _find_line(src, "def auto_size_hicache")) if "def auto_size_hicache" in src
+                          else (None, None)),
+}
+RULE_DEFAULTS = {"hicache_draft_host_pool": False, "hicache_auto_size": False}
+
+
+def rules_of(archive, names):
+    found = {}
+    for rule, (files, detect) in RULES.items():
+        for pattern in files:
+            path = "sglang/srt/" + pattern
+            if path not in names:
+                continue
+            value, line = detect(archive.read(path).decode("utf-8"))
+            if value is not None:
+                found[rule] = {"value": value, "source": "%s:%d" % (path, line)}
+                break
+        if rule not in found:
+            if rule not in RULE_DEFAULTS:
+                raise SystemExit("rule %s not found in %s: review the release and RULES" % (rule, files))
+            found[rule] = {"value": RULE_DEFAULTS[rule], "source": "not in the wheel"}
+    return found
+
+
 def _literal(text):
     return text.replace("{", "{{").replace("}", "}}")
 
@@ -225,6 +284,7 @@ def extract(wheel):
     families = {}
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
+        families["_rules"] = rules_of(archive, names)
         for family, (required, files, anchor, what) in FAMILIES.items():
             hits = []
             for pattern in files:
@@ -293,6 +353,7 @@ def table_from(fixtures_by_release):
         data = fixtures_by_release[version]
         releases[version] = {
             "wheel": data["wheel"], "sha256": data["sha256"], "server_args_form": data["server_args_form"],
+            "rules": {name: rule["value"] for name, rule in sorted(data.get("rules", {}).items())},
             "texts": {family: [hit["template"] for hit in hits] for family, hits in sorted(data["families"].items())},
         }
     return releases
@@ -367,9 +428,10 @@ def main():
         parser.error("a release (e.g. 0.5.23) or --check")
     wheel = args.wheel or download(args.release)
     families = extract(wheel)
+    rules = families.pop("_rules")
     fixture = {
         "release": args.release, "wheel": os.path.basename(wheel), "sha256": sha256(wheel),
-        "server_args_form": server_args_form(families), "families": families,
+        "server_args_form": server_args_form(families), "families": families, "rules": rules,
     }
     os.makedirs(FIXTURES, exist_ok=True)
     with open(os.path.join(FIXTURES, "%s.json" % args.release), "w") as handle:

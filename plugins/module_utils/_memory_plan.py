@@ -28,6 +28,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 
 GIB = 1 << 30
 GB = 1000 ** 3
@@ -51,6 +54,33 @@ KV_DTYPES = ("auto",) + tuple(sorted(DTYPE_BYTES))
 
 class PlanError(ValueError):
     """Input that cannot be planned (a clear message for the operator)."""
+
+
+def _vkey(version):
+    return tuple(int(x) if x.isdigit() else 0 for x in re.split(r"[.+-]", version or ""))
+
+
+DEFAULT_RULES_RELEASE = "0.5.9"
+
+
+def release_rules(release=None):
+    """(rules, note) of how that SGLang release sizes HiCache's host pools, from its release table (taken from the
+    wheel by scripts/gen-sglang-texts.py): ``hicache_budget`` (``each_rank_alone``: each rank's pool against
+    MemAvailable - reserve, 0.5.9; ``per_rank_share``: (available - reserve) // ranks on the host, 0.5.23),
+    ``hicache_reserve_bytes``, ``hicache_draft_host_pool`` (EAGLE's draft gets a host pool of the target's tokens),
+    ``hicache_auto_size``. A release without a table: the newest older one's (or the oldest's); not given: 0.5.9's."""
+    known = sorted(RELEASES, key=_vkey)
+    if not release:
+        chosen, note = DEFAULT_RULES_RELEASE, "release not given: SGLang %s's rules" % DEFAULT_RULES_RELEASE
+    elif release in RELEASES:
+        chosen, note = release, "SGLang %s's rules" % release
+    else:
+        older = [r for r in known if _vkey(r) <= _vkey(release)]
+        chosen = older[-1] if older else known[0]
+        note = "SGLang %s has no release table: %s's rules" % (release, chosen)
+    rules = dict(RELEASES[chosen]["rules"])
+    rules["from_release"] = chosen
+    return rules, note
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -278,7 +308,8 @@ def _checked(name, value, minimum=None, integer=False, allow_none=False, maximum
 
 
 def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_available_bytes=None,
-              hicache=True, ratio=2.0, size_gb=0, kv_dtype="auto", page_size=1, name=None):
+              hicache=True, ratio=2.0, size_gb=0, kv_dtype="auto", page_size=1, name=None, release=None,
+              draft_geometry=None):
     """One plan: a dict of numbers, ``fits``, ``problems`` and a one-paragraph ``summary``.
 
     Every bad number (not a number, NaN, infinite, negative, out of range) is a PlanError naming the input
@@ -312,6 +343,10 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
     geometry = normalize_geometry(geometry)
     elem = dtype_bytes(kv_dtype, geometry.get("model_dtype"))
     cell = cell_size(geometry, elem, tp)
+    rules, rules_note = release_rules(release)
+    draft_cell = 0
+    if draft_geometry and rules["hicache_draft_host_pool"]:
+        draft_cell = cell_size(normalize_geometry(draft_geometry), elem, tp)
 
     tokens, rest, available = device_tokens(total_gib, weights_gib, mem_fraction_static, cell, page_size)
     problems = []
@@ -336,6 +371,7 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
         "hicache": bool(hicache),
         "hicache_ratio": float(ratio) if ratio is not None else None,
         "hicache_size_gb": size_gb or 0,
+        "sglang_rules": dict(rules, note=rules_note, release=release or None),
     }
     if tokens <= 0:
         problems.append(
@@ -351,14 +387,21 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
     plan["mem_available_bytes"] = mem
     plan["mem_available_gb"] = _r(mem / float(GB)) if mem is not None else None
     plan["mem_available_gib"] = _r(mem / float(GIB)) if mem is not None else None
-    plan["hicache_reserve_bytes"] = HICACHE_RESERVE_BYTES
-    budget = (mem - HICACHE_RESERVE_BYTES) if mem is not None else None
+    reserve = rules["hicache_reserve_bytes"]
+    plan["hicache_reserve_bytes"] = reserve
+    budget = (mem - reserve) if mem is not None else None
+    share = rules["hicache_budget"] == "per_rank_share"
 
     if hicache and tokens > 0:
         htokens = host_tokens(tokens, cell, page_size, ratio=ratio, size_gb=size_gb)
-        requested = htokens * cell
+        draft_requested = htokens * draft_cell      # the draft's host pool: the target's tokens (0.5.23 with EAGLE)
+        requested = htokens * cell + draft_requested
         total_pinned = requested * tp
         effective_ratio = htokens / float(tokens)
+        if draft_requested:
+            plan.update(host_draft_pool_bytes_per_rank=draft_requested,
+                        host_draft_pool_gb_per_rank=_r(draft_requested / float(GB)),
+                        draft_cell_size_bytes=draft_cell)
         plan.update(
             host_tokens_per_rank=htokens,
             host_effective_ratio=_r(effective_ratio, 3),
@@ -375,13 +418,15 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
                 "\"The host memory should be larger than the device memory with the current protocol\""
                 % (htokens, tokens))
         if budget is not None:
-            plan["rank_check_ok"] = requested <= budget
-            plan["ram_fits"] = total_pinned <= budget
+            # each_rank_alone (0.5.9): a rank checks its pool against the whole budget, so ranks together can
+            # overcommit; per_rank_share (0.5.23): a rank may take budget // ranks on the host
+            plan["rank_check_ok"] = requested <= (budget // tp if share else budget)
+            plan["ram_fits"] = total_pinned <= budget and plan["rank_check_ok"]
             plan["ram_left_after_pinning_bytes"] = mem - total_pinned
             plan["ram_left_after_pinning_gb"] = _r((mem - total_pinned) / float(GB), 1)
             plan["ram_left_after_pinning_gib"] = _r((mem - total_pinned) / float(GIB), 1)
-            plan["max_ratio"] = _largest_ratio(tokens, cell, page_size, tp, budget)
-            plan["max_hicache_size_gb"] = _largest_size_gb(cell, page_size, tp, budget)
+            plan["max_ratio"] = _largest_ratio(tokens, cell + draft_cell, page_size, tp, budget)
+            plan["max_hicache_size_gb"] = _largest_size_gb(cell + draft_cell, page_size, tp, budget)
             if plan["max_ratio"] is not None and plan["max_ratio"] <= 1:
                 plan["max_ratio"] = None
             if not plan["ram_fits"]:
@@ -389,11 +434,14 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
                 largest = ("the largest ratio that fits is %.2f (or --hicache-size %s per rank)"
                            % (plan["max_ratio"], plan["max_hicache_size_gb"])) if plan["max_ratio"] else \
                     "no HiCache ratio > 1 fits in this RAM"
+                draft = (" (%.2f GB of it the draft model's host pool)" % (draft_requested / float(GB))
+                         if draft_requested else "")
                 problems.append(
-                    "HiCache %s needs %.2f GB pinned per rank x %d ranks = %.1f GB, but MemAvailable is %.1f GB and "
-                    "SGLang keeps 10 GiB (10.7 GB) free: %.1f GB can be pinned; %s"
-                    % (what, requested / float(GB), tp, total_pinned / float(GB), mem / float(GB),
-                       budget / float(GB), largest))
+                    "HiCache %s needs %.2f GB pinned per rank%s x %d ranks = %.1f GB, but MemAvailable is %.1f GB and "
+                    "SGLang keeps %.0f GiB free: %.1f GB can be pinned%s; %s [%s]"
+                    % (what, requested / float(GB), draft, tp, total_pinned / float(GB), mem / float(GB),
+                       reserve / float(GIB), budget / float(GB),
+                       (", %.1f GB per rank" % (budget // tp / float(GB))) if share else "", largest, rules_note))
         else:
             plan["rank_check_ok"] = None
             plan["ram_fits"] = None
@@ -421,10 +469,12 @@ def summarize(plan):
     if plan["hicache"] and "host_pool_bytes_per_rank" in plan:
         what = ("--hicache-size %s" % plan["hicache_size_gb"]) if plan["hicache_size_gb"] else \
             ("ratio %s" % plan["hicache_ratio"])
+        draft = (" (%.2f GB of it the draft model's host pool)" % plan["host_draft_pool_gb_per_rank"]
+                 if plan.get("host_draft_pool_gb_per_rank") else "")
         parts.append(
-            "HiCache %s pins %.2f GB (%.2f GiB) per rank, %.1f GB (%.1f GiB) for %d ranks."
-            % (what, plan["host_pool_gb_per_rank"], plan["host_pool_gib_per_rank"], plan["host_pool_gb_total"],
-               plan["host_pool_gib_total"], plan["tp"]))
+            "HiCache %s pins %.2f GB (%.2f GiB) per rank%s, %.1f GB (%.1f GiB) for %d ranks (%s)."
+            % (what, plan["host_pool_gb_per_rank"], plan["host_pool_gib_per_rank"], draft, plan["host_pool_gb_total"],
+               plan["host_pool_gib_total"], plan["tp"], plan["sglang_rules"]["note"]))
         if plan.get("mem_available_bytes") is not None:
             parts.append(
                 "MemAvailable %.1f GB (%.1f GiB) less SGLang's 10 GiB reserve; %.1f GB would be left after pinning."

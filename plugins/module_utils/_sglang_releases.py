@@ -11,6 +11,12 @@ RELEASES = {
         'wheel': 'sglang-0.5.9-py3-none-any.whl',
         'sha256': '8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1',
         'server_args_form': 'repr',
+        'rules': {
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_reserve_bytes': 10737418240,
+        },
         'texts': {
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
@@ -100,6 +106,12 @@ RELEASES = {
         'wheel': 'sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl',
         'sha256': '00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937',
         'server_args_form': 'dict',
+        'rules': {
+            'hicache_auto_size': True,
+            'hicache_budget': 'per_rank_share',
+            'hicache_draft_host_pool': True,
+            'hicache_reserve_bytes': 10737418240,
+        },
         'texts': {
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',

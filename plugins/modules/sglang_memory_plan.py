@@ -130,6 +130,24 @@ options:
     type: list
     elements: dict
     default: []
+  release:
+    description:
+      - The SGLang release to plan for. Its rules of HiCache's host pools come from its wheel (C(_sglang_releases))
+        - the reserve, whether each rank checks its pool against all of MemAvailable (0.5.9) or gets a share of it
+        per rank on the host (0.5.23), and whether EAGLE's draft model gets a host pool of its own (0.5.23). The
+        result's C(sglang_rules) says which rules were used.
+      - Not given, SGLang 0.5.9's rules; a release without a table, the newest older table's.
+    type: str
+  draft_model_path:
+    description:
+      - The EAGLE draft model's directory (or its C(config.json)) on the managed host. On releases whose draft
+        model has a HiCache host pool of its own, its geometry sizes that pool (the target's tokens). A directory
+        without C(config.json) leaves the draft pool out of the plan, and the result says so.
+    type: path
+  draft_geometry:
+    description:
+      - Explicit KV geometry of the draft model, with the keys of O(geometry); overrides O(draft_model_path).
+    type: dict
   running_service:
     description:
       - The server's systemd unit (V(sglang-kimi) or V(sglang-kimi.service)). When it is running, the plan is made
@@ -430,6 +448,9 @@ def main():
             kv_dtype=dict(type="str", default="auto", choices=list(mp.KV_DTYPES)),
             model_path=dict(type="path"),
             geometry=dict(type="dict", options=geometry_spec),
+            release=dict(type="str"),
+            draft_model_path=dict(type="path"),
+            draft_geometry=dict(type="dict"),
             gpus=dict(type="list", elements="dict"),
             gpu_memory_gb=dict(type="float"),
             gpu_overhead_gb=dict(type="float", default=1.0),
@@ -450,6 +471,16 @@ def main():
         else:
             geometry = mp.geometry_from_config(mp.load_model_config(params["model_path"]))
             sources["geometry"] = "config.json of %s" % params["model_path"]
+        draft_geometry = None
+        if params["draft_geometry"]:
+            draft_geometry = mp.normalize_geometry(params["draft_geometry"])
+            sources["draft_geometry"] = "given (draft_geometry)"
+        elif params["draft_model_path"] and mp.release_rules(params["release"])[0]["hicache_draft_host_pool"]:
+            try:
+                draft_geometry = mp.geometry_from_config(mp.load_model_config(params["draft_model_path"]))
+                sources["draft_geometry"] = "config.json of %s" % params["draft_model_path"]
+            except mp.PlanError as exc:
+                sources["draft_geometry"] = "none: the draft model's host pool is not counted (%s)" % exc
 
         running = None
         if params["running_service"]:
@@ -515,6 +546,8 @@ def main():
             size_gb=params["size_gb"],
             kv_dtype=params["kv_dtype"],
             page_size=params["page_size"],
+            release=params["release"],
+            draft_geometry=draft_geometry,
         )
         plan = mp.make_plan(**base)
         rows, plans, table = mp.compare(base, params["compare"])

@@ -225,3 +225,63 @@ def test_config_errors(tmp_path):
         mp.load_model_config(str(tmp_path))
     with pytest.raises(mp.PlanError, match="no num_hidden_layers"):
         mp.geometry_from_config({"model_type": "x"})
+
+
+# ---- per release (issue 21): the rules come from the release table (taken from each wheel) -------------------
+DRAFT = {"attention": "mla", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_layers": 1}   # an EAGLE-3 head
+
+
+@pytest.mark.parametrize("release,budget,draft,source,note", [
+    (None, "each_rank_alone", False, "0.5.9", "release not given"),
+    ("0.5.9", "each_rank_alone", False, "0.5.9", "SGLang 0.5.9's rules"),
+    ("0.5.23", "per_rank_share", True, "0.5.23", "SGLang 0.5.23's rules"),
+    ("0.5.15", "each_rank_alone", False, "0.5.9", "no release table: 0.5.9's rules"),
+    ("0.6.0", "per_rank_share", True, "0.5.23", "no release table: 0.5.23's rules"),
+])
+def test_the_rules_of_each_release(release, budget, draft, source, note):
+    rules, said = mp.release_rules(release)
+    assert rules["hicache_budget"] == budget and rules["hicache_draft_host_pool"] is draft
+    assert rules["hicache_reserve_bytes"] == 10 * GIB and rules["from_release"] == source and note in said
+
+
+def pinned_case(release, mem_available_bytes):
+    return reference(ratio=4.0, release=release, draft_geometry=DRAFT, mem_available_bytes=mem_available_bytes)
+
+
+def test_ratio_4_on_0_5_23_pins_the_draft_pool_too_numbers_by_hand():
+    """By hand, from SGLang's source, for this file's reference GPU (159,110 KV tokens a rank): host tokens =
+    int(159110 x 4) + 1 = 636,441 (pool_host/base.py: size, then page_num = size // 1 + 1); target pool 636,441 x
+    70,272 B = 44.72 GB; 0.5.23 gives the EAGLE draft a host pool of the same tokens (hybrid_pool_assembler.py:
+    host_token_capacity=the target's logical size) at (512 + 64) x 1 layer x 2 B = 1,152 B a token = 0.73 GB;
+    45.46 GB a rank, 363.7 GB for 8."""
+    plan = pinned_case("0.5.23", 396 * GIB)
+    assert plan["kv_tokens_per_rank"] == 159110
+    assert plan["host_tokens_per_rank"] == 636441
+    assert plan["draft_cell_size_bytes"] == 1152
+    assert plan["host_draft_pool_bytes_per_rank"] == 636441 * 1152 and plan["host_draft_pool_gb_per_rank"] == 0.73
+    assert plan["host_pool_bytes_per_rank"] == 636441 * (70272 + 1152)
+    assert plan["host_pool_gb_total"] == 363.7
+    assert plan["sglang_rules"]["from_release"] == "0.5.23" and "draft model's host pool" in plan["summary"]
+    old = pinned_case("0.5.9", 396 * GIB)
+    assert old["host_pool_bytes_per_rank"] == 636441 * 70272 and "host_draft_pool_bytes_per_rank" not in old
+
+
+def test_a_host_where_ratio_4_fits_0_5_9_but_not_0_5_23():
+    """"Can we do ratio 4?" has a different answer per release: 360 GB above the reserve holds 8 x 44.72 GB
+    (0.5.9) but not 8 x 45.46 GB (0.5.23, the draft's host pool too)."""
+    mem = int(360e9) + 10 * GIB
+    old, new = pinned_case("0.5.9", mem), pinned_case("0.5.23", mem)
+    assert old["fits"] and old["ram_fits"]
+    assert not new["fits"] and not new["ram_fits"]
+    problem = new["problems"][0]
+    assert "of it the draft model's host pool" in problem and "SGLang 0.5.23's rules" in problem
+    assert new["max_ratio"] is not None and new["max_ratio"] < 4.0 <= old["max_ratio"] + 0.01
+
+
+def test_per_rank_share_refuses_what_one_rank_alone_would_pass():
+    """0.5.9: each rank checks against all of MemAvailable - reserve (ranks together can overcommit, which
+    ram_fits catches); 0.5.23: a rank gets (available - reserve) // ranks, so the rank check itself fails."""
+    mem = int(300e9) + 10 * GIB
+    old, new = pinned_case("0.5.9", mem), pinned_case("0.5.23", mem)
+    assert old["rank_check_ok"] and not old["ram_fits"]
+    assert not new["rank_check_ok"] and not new["ram_fits"]

@@ -104,3 +104,25 @@ def test_running_service_that_is_not_running_changes_nothing(tmp_path):
         plain["fits"], plain["kv_tokens_per_rank"], plain["summary"])
     bad = run_module(tmp_path, dict(REFERENCE, running_service="a/b"))
     assert bad["failed"] and "running_service" in bad["msg"]
+
+
+def test_release_0_5_23_counts_the_draft_host_pool_from_the_draft_config(tmp_path):
+    """Issue 21: the plan uses the rules of the release being deployed (from its wheel) and says which."""
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    (draft / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV3ForCausalLMEagle3"], "num_hidden_layers": 1, "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64, "torch_dtype": "bfloat16"}))
+    old = run_module(tmp_path, dict(REFERENCE, ratio=4, draft_model_path=str(draft)))
+    new = run_module(tmp_path, dict(REFERENCE, ratio=4, draft_model_path=str(draft), release="0.5.23"))
+    assert old["sglang_rules"]["from_release"] == "0.5.9" and "draft_geometry" not in old["sources"]
+    assert new["sglang_rules"]["from_release"] == "0.5.23" and new["sglang_rules"]["hicache_budget"] == "per_rank_share"
+    assert new["sources"]["draft_geometry"] == "config.json of %s" % draft
+    assert new["draft_cell_size_bytes"] == 1152
+    assert new["host_pool_bytes_per_rank"] == old["host_pool_bytes_per_rank"] + new["host_draft_pool_bytes_per_rank"]
+    assert new["max_ratio"] < old["max_ratio"]
+    # a draft directory without config.json: planned without the draft pool, and said so (no failure)
+    (draft / "config.json").unlink()
+    bare = run_module(tmp_path, dict(REFERENCE, ratio=4, draft_model_path=str(draft), release="0.5.23"))
+    assert bare["fits"] is True and "host_draft_pool_bytes_per_rank" not in bare
+    assert bare["sources"]["draft_geometry"].startswith("none: the draft model's host pool is not counted")
