@@ -145,8 +145,18 @@ RULES = {
     "hicache_auto_size": (["mem_cache/hicache_auto_size.py"],
                           lambda src: (True, _find_line(src, "def auto_size_hicache")) if "def auto_size_hicache" in src
                           else (None, None)),
+    # --model-loader-extra-config's enable_multithread_load when not given (model_loader/loader.py): False in 0.5.9
+    # (the Kimi profile turns it on: 64 shards load ~4x faster, sgl-project/sglang#18124), True from 0.5.10
+    "multithread_load_default": (["model_loader/loader.py"], lambda src: _multithread_default(src)),
 }
 RULE_DEFAULTS = {"hicache_draft_host_pool": False, "hicache_auto_size": False}
+
+
+def _multithread_default(source):
+    match = re.search(r'extra_config\.get\(\s*"enable_multithread_load",\s*(True|False)\s*\)', source)
+    if not match:
+        return None, None
+    return match.group(1) == "True", source[:match.start()].count("\n") + 1
 
 
 def rules_of(archive, names):

@@ -6,6 +6,7 @@
 - sglang_args_merge: a profile's flag mapping under the user's (true = bare flag, false/null = drop).
 - sglang_argv: a flag mapping -> the list of words after the launcher (for SGLang's own parser).
 - sglang_args_problems: the inputs SGLang 0.5.9 would refuse (or misuse), as messages, before the host changes.
+- sglang_release_args: a profile's flags for one SGLang release only (a rule of that release's table holds).
 
 Quoting for systemd (ExecStart, Environment=, EnvironmentFile) lives in systemd.py; the role's own inputs
 (unit name, port, unit strings) are checked by sglang_input_problems in server_inputs.py.
@@ -23,6 +24,7 @@ from ansible.module_utils.common.collections import is_sequence
 from ansible.module_utils.six import string_types
 
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_secrets import SECRET_KEY_RE
+from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import control_problem
 
 # SGLang 0.5.9 accepts these spellings of one setting; the first is the one this collection writes.
@@ -234,11 +236,55 @@ def sglang_args_problems(args, env=None, user_args=None):
     return list(dict.fromkeys(problems))
 
 
+CPUS_PER_RANK = "cpus_per_rank"
+
+
+def _fill(value, threads):
+    if value == CPUS_PER_RANK:
+        return threads
+    if isinstance(value, dict):
+        return dict((k, _fill(v, threads)) for k, v in value.items())
+    return value
+
+
+def sglang_release_args(entries, release="", cpus=0, tp=1, present=()):
+    """A profile's flags for one SGLang release: ``entries`` is a list of ``{when: {rule: value}, args: {...}}``;
+    an entry applies when every rule of ``when`` has that value in the release's table (the rules taken from its
+    wheel: ``_sglang_releases``; no release, 0.5.9's). Flags named in ``present`` (the user's own, a false to drop
+    included) are left out. ``cpus_per_rank`` as a value is the host's CPUs divided by tp (at least 1)."""
+    if entries in (None, ""):
+        return {}
+    if not is_sequence(entries):
+        raise AnsibleFilterError("sglang_release_args: a list of {when, args} entries is needed, got %r" % (entries,))
+    rules, _note = release_rules(release or None)
+    try:
+        threads = max(1, int(cpus or 0) // max(1, int(tp or 1)))
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("sglang_release_args: cpus and tp must be whole numbers, got %r and %r" % (cpus, tp))
+    taken = set(_flag_name(key) for key in (present or []))
+    out = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("when"), dict) or not isinstance(entry.get("args"),
+                                                                                                     dict):
+            raise AnsibleFilterError("sglang_release_args: each entry needs a 'when' and an 'args' mapping, got %r"
+                                     % (entry,))
+        unknown = [rule for rule in entry["when"] if rule not in rules]
+        if unknown:
+            raise AnsibleFilterError("sglang_release_args: no rule %s in the release tables (known: %s)"
+                                     % (", ".join(sorted(unknown)), ", ".join(sorted(rules))))
+        if all(rules[rule] == value for rule, value in entry["when"].items()):
+            for key, value in entry["args"].items():
+                if _flag_name(key) not in taken:
+                    out[_flag_name(key)] = _fill(value, threads)
+    return out
+
+
 class FilterModule(object):
     """SGLang's flag rules."""
 
     def filters(self):
         return {
+            "sglang_release_args": sglang_release_args,
             "sglang_args_merge": sglang_args_merge,
             "sglang_argv": sglang_argv,
             "sglang_args_problems": sglang_args_problems,

@@ -29,9 +29,10 @@ import subprocess
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import parse_show
 
 OVERRIDE_RE = re.compile(r"(ExecStart|Environment|EnvironmentFile) *=")
-PYTHON_PROBE = ("import importlib.util, json, sysconfig; "
+PYTHON_PROBE = ("import importlib.util, importlib.metadata as m, json, sysconfig\n"
+                "try:\n release = m.version('sglang')\nexcept m.PackageNotFoundError:\n release = ''\n"
                 "print(json.dumps({'purelib': sysconfig.get_paths()['purelib'], "
-                "'sglang': importlib.util.find_spec('sglang') is not None}))")
+                "'sglang': importlib.util.find_spec('sglang') is not None, 'release': release}))")
 
 
 class HostFactsError(Exception):
@@ -200,17 +201,27 @@ def probe_python(python, run=subprocess.run, timeout=120):
         proc = run([python, "-I", "-c", PYTHON_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                    timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"purelib": "", "sglang": None, "error": "%s: %s" % (python, exc)}
+        return {"purelib": "", "sglang": None, "release": "", "error": "%s: %s" % (python, exc)}
     out = proc.stdout.decode("utf-8", "replace").strip().splitlines()
     try:
         answer = json.loads(out[-1]) if proc.returncode == 0 and out else None
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        return {"purelib": "", "sglang": None,
+        return {"purelib": "", "sglang": None, "release": "",
                 "error": "%s exited %d: %s" % (python, proc.returncode,
                                                proc.stderr.decode("utf-8", "replace").strip()[-500:])}
-    return {"purelib": str(answer.get("purelib") or ""), "sglang": bool(answer.get("sglang")), "error": ""}
+    release = str(answer.get("release") or "")
+    return {"purelib": str(answer.get("purelib") or ""), "sglang": bool(answer.get("sglang")),
+            "release": release if re.match(r"^\d+(?:\.\d+)*[\w.+-]*$", release) else "", "error": ""}
+
+
+def usable_cpus():
+    """CPUs this process may run on (its affinity: a cgroup cpuset or taskset counts), else the machine's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 0
 
 
 def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_dir="", paths=(),
@@ -218,7 +229,8 @@ def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_
     """Everything in one dict (see the module's RETURN)."""
     python, versioned = interpreter(python_given, install_record, venv)
     facts = {"python": python, "versioned_venv": versioned, "python_exists": False,
-             "purelib": "", "sglang_installed": None, "python_error": "",
+             "purelib": "", "sglang_installed": None, "sglang_release": "", "python_error": "",
+             "cpus": usable_cpus(),
              "cuda": {}, "dropins": [], "dropin_overrides": [], "paths": {}, "files": {}, "account": {},
              "unit_state": {}}
     facts["files"] = fingerprints([path for path in files if _clean(path)])
@@ -236,6 +248,6 @@ def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_
         facts["python_exists"] = os.path.lexists(python)
         if probe and os.path.exists(python):
             answer = probe_python(python, run=run)
-            facts["purelib"], facts["sglang_installed"], facts["python_error"] = (
-                answer["purelib"], answer["sglang"], answer["error"])
+            facts["purelib"], facts["sglang_installed"], facts["sglang_release"], facts["python_error"] = (
+                answer["purelib"], answer["sglang"], answer["release"], answer["error"])
     return facts

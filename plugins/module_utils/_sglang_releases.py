@@ -16,6 +16,7 @@ RELEASES = {
             'hicache_budget': 'each_rank_alone',
             'hicache_draft_host_pool': False,
             'hicache_reserve_bytes': 10737418240,
+            'multithread_load_default': False,
         },
         'texts': {
             'fatal_child_sigquit': [
@@ -111,6 +112,7 @@ RELEASES = {
             'hicache_budget': 'per_rank_share',
             'hicache_draft_host_pool': True,
             'hicache_reserve_bytes': 10737418240,
+            'multithread_load_default': True,
         },
         'texts': {
             'fatal_child_sigquit': [

@@ -114,6 +114,17 @@ sglang_installed:
   description: Whether the interpreter imports SGLang (O(probe)); null when not asked or it could not answer.
   returned: always
   type: bool
+sglang_release:
+  description:
+    - The version of the C(sglang) distribution in the interpreter's environment (C(importlib.metadata), O(probe));
+      empty when there is none or it was not asked.
+  returned: always
+  type: str
+  sample: 0.5.9
+cpus:
+  description: CPUs the managed host lets this process run on (its affinity), for per-rank thread counts.
+  returned: always
+  type: int
 python_error:
   description: Why the interpreter could not answer (O(probe)).
   returned: always

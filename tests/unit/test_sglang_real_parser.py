@@ -88,8 +88,18 @@ def kimi_with(user):
     return argv_from_execstart(f.sglang_args_merge(args, user))
 
 
+def kimi_for_release(release, cpus=64):
+    """The Kimi profile as the role renders it for a release: its flags for that release only on top."""
+    with open(os.path.join(PROFILES, "kimi_k25_int4_eagle3.yml")) as handle:
+        entries = yaml.safe_load(handle)["_server_profile_release_args"]
+    args, _env = profile_args("kimi_k25_int4_eagle3")
+    return argv_from_execstart(f.sglang_args_merge(args, f.sglang_release_args(entries, release=release, cpus=cpus,
+                                                                                 tp=args["tp"])))
+
+
 CASES = {
     "kimi": lambda: argv_from_execstart(profile_args("kimi_k25_int4_eagle3")[0]),
+    "kimi_0.5.9": lambda: kimi_for_release("0.5.9"),
     "qwen": lambda: argv_from_execstart(profile_args("qwen35_397b_a17b_nvfp4")[0]),
     "quoted": lambda: kimi_with({"served-model-name": 'Kimi K2.5 "int4" $HOME 100%',
                                  "json-model-override-args": {"rope_scaling": {"factor": 2.0}}}),
@@ -111,6 +121,17 @@ def ok(results, name):
     assert out["rc"] == 0, out["stderr"][-2000:]
     assert out["sglang_version"] == "0.5.9"
     return out["args"]
+
+
+def test_kimi_on_0_5_9_loads_weights_multithreaded_and_the_real_parser_takes_it(results):
+    """Issue 21: 0.5.9 loads shards one by one unless told (its loader's default, from the wheel); the profile
+    turns multithreaded loading on with one thread per CPU of a rank's share, in the form the loader accepts
+    (model_loader/loader.py: allowed keys enable_multithread_load, num_threads)."""
+    ns = ok(results, "kimi_0.5.9")
+    extra = json.loads(ns["model_loader_extra_config"])
+    assert extra == {"enable_multithread_load": True, "num_threads": 8}
+    assert set(extra) <= {"enable_multithread_load", "num_threads"}
+    assert "--model-loader-extra-config" not in kimi_for_release("0.5.23")
 
 
 def test_production_profile_parses_with_its_values(results):

@@ -208,3 +208,32 @@ def test_problems_never_raise_on_odd_input():
 def test_secret_env_value_is_not_shown_in_a_refusal():
     problems = f.sglang_args_problems({}, {"HF_TOKEN": "hf_s3cret\n"})
     assert problems == ["sglang_env: HF_TOKEN holds control characters (value not shown): refused"]
+
+
+# ---- flags for some releases only (issue 21) -------------------------------------------------------------------
+MULTITHREAD = [{"when": {"multithread_load_default": False},
+                "args": {"model_loader_extra_config": {"enable_multithread_load": True, "num_threads": "cpus_per_rank"}}}]
+
+
+def test_release_args_follow_the_release_table():
+    from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import sglang_release_args
+    assert sglang_release_args(MULTITHREAD, "0.5.9", cpus=64, tp=8) == {
+        "model-loader-extra-config": {"enable_multithread_load": True, "num_threads": 8}}
+    # multithreaded loading is 0.5.23's default (its loader, read from the wheel): nothing to add
+    assert sglang_release_args(MULTITHREAD, "0.5.23", cpus=64, tp=8) == {}
+    # no release known: 0.5.9's rules; fewer CPUs than ranks: one thread
+    assert sglang_release_args(MULTITHREAD, "", cpus=4, tp=8)["model-loader-extra-config"]["num_threads"] == 1
+    # the user's own flag (a false that drops it too) wins
+    assert sglang_release_args(MULTITHREAD, "0.5.9", cpus=64, tp=8, present=["model-loader-extra-config"]) == {}
+    assert sglang_release_args(None) == {}
+
+
+def test_release_args_refuse_an_unknown_rule_or_a_bad_entry():
+    from ansible.errors import AnsibleFilterError
+    from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import sglang_release_args
+    with pytest.raises(AnsibleFilterError, match="no rule no_such_rule in the release tables"):
+        sglang_release_args([{"when": {"no_such_rule": True}, "args": {}}], "0.5.9")
+    with pytest.raises(AnsibleFilterError, match="needs a 'when' and an 'args' mapping"):
+        sglang_release_args([{"args": {}}], "0.5.9")
+    with pytest.raises(AnsibleFilterError, match="whole numbers"):
+        sglang_release_args(MULTITHREAD, "0.5.9", cpus="many")
