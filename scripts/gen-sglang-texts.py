@@ -147,7 +147,7 @@ RULES = {
                           else (None, None)),
     # --model-loader-extra-config's enable_multithread_load when not given (model_loader/loader.py): False in 0.5.9
     # (the Kimi profile turns it on: 64 shards load ~4x faster, sgl-project/sglang#18124), True from 0.5.10
-    "multithread_load_default": (["model_loader/loader.py"], lambda src: _multithread_default(src)),
+    "multithread_load_default": (["model_loader/loader.py"], "_multithread_default"),
 }
 RULE_DEFAULTS = {"hicache_draft_host_pool": False, "hicache_auto_size": False}
 
@@ -166,6 +166,7 @@ def rules_of(archive, names):
             path = "sglang/srt/" + pattern
             if path not in names:
                 continue
+            detect = globals()[detect] if isinstance(detect, str) else detect
             value, line = detect(archive.read(path).decode("utf-8"))
             if value is not None:
                 found[rule] = {"value": value, "source": "%s:%d" % (path, line)}

@@ -264,8 +264,8 @@ def sglang_release_args(entries, release="", cpus=0, tp=1, present=()):
     taken = set(_flag_name(key) for key in (present or []))
     out = {}
     for entry in entries:
-        if not isinstance(entry, dict) or not isinstance(entry.get("when"), dict) or not isinstance(entry.get("args"),
-                                                                                                     dict):
+        if not (isinstance(entry, dict) and isinstance(entry.get("when"), dict)
+                and isinstance(entry.get("args"), dict)):
             raise AnsibleFilterError("sglang_release_args: each entry needs a 'when' and an 'args' mapping, got %r"
                                      % (entry,))
         unknown = [rule for rule in entry["when"] if rule not in rules]

@@ -93,8 +93,8 @@ def kimi_for_release(release, cpus=64):
     with open(os.path.join(PROFILES, "kimi_k25_int4_eagle3.yml")) as handle:
         entries = yaml.safe_load(handle)["_server_profile_release_args"]
     args, _env = profile_args("kimi_k25_int4_eagle3")
-    return argv_from_execstart(f.sglang_args_merge(args, f.sglang_release_args(entries, release=release, cpus=cpus,
-                                                                                 tp=args["tp"])))
+    extra = f.sglang_release_args(entries, release=release, cpus=cpus, tp=args["tp"])
+    return argv_from_execstart(f.sglang_args_merge(args, extra))
 
 
 CASES = {
