@@ -148,8 +148,17 @@ RULES = {
     # --model-loader-extra-config's enable_multithread_load when not given (model_loader/loader.py): False in 0.5.9
     # (the Kimi profile turns it on: 64 shards load ~4x faster, sgl-project/sglang#18124), True from 0.5.10
     "multithread_load_default": (["model_loader/loader.py"], "_multithread_default"),
+    # --cuda-graph-max-bs split into --cuda-graph-max-bs-decode / -prefill (0.5.20+): the old name is then an
+    # ambiguous prefix, and argparse exits at start-up ("ambiguous option: --cuda-graph-max-bs could match ...")
+    "cuda_graph_max_bs_split": (["arg_groups/fields/exec_.py"], "_has_field:cuda_graph_max_bs_decode"),
+    # --enable-flashinfer-allreduce-fusion deprecated for --flashinfer-allreduce-fusion-backend
+    "flashinfer_allreduce_fusion_backend": (["arg_groups/fields/exec_.py"],
+                                            "_has_field:flashinfer_allreduce_fusion_backend"),
+    # --mamba-scheduler-strategy renamed --mamba-radix-cache-strategy (same choices: no_buffer, extra_buffer, ...)
+    "mamba_radix_cache_strategy": (["arg_groups/fields/exec_.py"], "_has_field:mamba_radix_cache_strategy"),
 }
-RULE_DEFAULTS = {"hicache_draft_host_pool": False, "hicache_auto_size": False}
+RULE_DEFAULTS = {"hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
+                 "flashinfer_allreduce_fusion_backend": False, "mamba_radix_cache_strategy": False}
 
 
 def _multithread_default(source):
@@ -159,6 +168,15 @@ def _multithread_default(source):
     return match.group(1) == "True", source[:match.start()].count("\n") + 1
 
 
+def _has_field(source, name):
+    """(True, line) when a class of that file declares the field ``name`` (an annotated assignment: the
+    dataclass fields SGLang builds its command line from), else (None, None)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name:
+            return True, node.lineno
+    return None, None
+
+
 def rules_of(archive, names):
     found = {}
     for rule, (files, detect) in RULES.items():
@@ -166,8 +184,11 @@ def rules_of(archive, names):
             path = "sglang/srt/" + pattern
             if path not in names:
                 continue
-            detect = globals()[detect] if isinstance(detect, str) else detect
-            value, line = detect(archive.read(path).decode("utf-8"))
+            source = archive.read(path).decode("utf-8")
+            if isinstance(detect, str) and detect.startswith("_has_field:"):
+                value, line = _has_field(source, detect.split(":", 1)[1])
+            else:
+                value, line = (globals()[detect] if isinstance(detect, str) else detect)(source)
             if value is not None:
                 found[rule] = {"value": value, "source": "%s:%d" % (path, line)}
                 break

@@ -12,10 +12,13 @@ RELEASES = {
         'sha256': '8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1',
         'server_args_form': 'repr',
         'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
             'hicache_budget': 'each_rank_alone',
             'hicache_draft_host_pool': False,
             'hicache_reserve_bytes': 10737418240,
+            'mamba_radix_cache_strategy': False,
             'multithread_load_default': False,
         },
         'texts': {
@@ -108,10 +111,13 @@ RELEASES = {
         'sha256': '00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937',
         'server_args_form': 'dict',
         'rules': {
+            'cuda_graph_max_bs_split': True,
+            'flashinfer_allreduce_fusion_backend': True,
             'hicache_auto_size': True,
             'hicache_budget': 'per_rank_share',
             'hicache_draft_host_pool': True,
             'hicache_reserve_bytes': 10737418240,
+            'mamba_radix_cache_strategy': True,
             'multithread_load_default': True,
         },
         'texts': {
