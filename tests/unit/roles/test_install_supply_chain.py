@@ -79,6 +79,8 @@ def preflight(tmp_path_factory):
                                       "sglang_pip_require_hashes": False},
         "extra args https": {"sglang_pip_extra_args": ["--extra-index-url", "https://mirror.example/simple"]},
         "shipped patch": {"sglang_patches": ["sglang-0.5.9-kimi-k25-eagle3.patch"]},
+        "0.5.9 patch on 0.5.23": {"sglang_version": "0.5.23", "sglang_patches": ["sglang-0.5.9-kimi-k25-eagle3.patch"]},
+        "0.5.23, no patch": {"sglang_version": "0.5.23"},
         "patch, other sha256": {"sglang_patches": [{"path": str(patch), "sha256": SHA_A}]},
         "patch, its sha256": {"sglang_patches": [{"path": str(patch), "sha256": good.upper()}]},
     }
@@ -185,6 +187,17 @@ def test_shipped_patch_is_checked_against_its_known_sha256(preflight):
         got = subprocess.run(["sha256sum", os.path.join(ROLE, "files", "patches", name)], capture_output=True,
                              text=True, check=True).stdout.split()[0]
         assert got == sha, name
+
+
+def test_a_shipped_patch_for_another_release_is_refused_and_0_5_23_passes_without_it(preflight):
+    """Issue 21: the Kimi-K2.5 EAGLE-3 patch is for 0.5.9 (0.5.23 has the hooks upstream): refused on 0.5.23
+    before anything is installed; 0.5.23 with its shipped lock and no patch passes."""
+    rc, out = preflight[0]["0.5.9 patch on 0.5.23"]
+    assert rc != 0
+    flat = " ".join(out.split())
+    assert "The shipped patch sglang-0.5.9-kimi-k25-eagle3.patch is for another SGLang release than 0.5.23" in flat
+    rc, out = preflight[0]["0.5.23, no patch"]
+    assert rc == 0, out
 
 
 def test_a_patch_with_another_sha256_is_refused(preflight):
