@@ -47,7 +47,12 @@ docker exec "$HOST" sh -c 'printf "[global]\ncert = /usr/local/share/gpuserve/ho
 docker exec "$HOST" mkdir -p /opt/sglang-standin /srv/models/Kimi-K2.5-INT4 /srv/models/Kimi-K2.5-EAGLE3
 docker cp tests/standin/sglang_standin.py "$HOST":/opt/sglang-standin/sglang_standin.py >/dev/null
 docker cp -L tests/standin/sglang_standin_releases.py "$HOST":/opt/sglang-standin/sglang_standin_releases.py >/dev/null
-docker cp tests/fixtures/models/kimi-k2.5/config.json "$HOST":/srv/models/Kimi-K2.5-INT4/config.json >/dev/null 2>&1 || true
+# Stand-in weights in the real formats (safetensors shards and their index: the server role's model preflight
+# reads them), then Kimi-K2.5's published config.json over the stand-in's (the memory plan reads its geometry).
+docker cp tests/standin/make_standin_model.py "$HOST":/opt/sglang-standin/make_standin_model.py >/dev/null
+docker exec "$HOST" python3 /opt/sglang-standin/make_standin_model.py kimi /srv/models/Kimi-K2.5-INT4
+docker exec "$HOST" python3 /opt/sglang-standin/make_standin_model.py eagle3 /srv/models/Kimi-K2.5-EAGLE3
+docker cp tests/fixtures/models/kimi-k2.5/config.json "$HOST":/srv/models/Kimi-K2.5-INT4/config.json >/dev/null
 
 run_deploy() {
   local ratio="$1" log="$2" rc

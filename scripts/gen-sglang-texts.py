@@ -156,8 +156,13 @@ RULES = {
                                             "_has_field:flashinfer_allreduce_fusion_backend"),
     # --mamba-scheduler-strategy renamed --mamba-radix-cache-strategy (same choices: no_buffer, extra_buffer, ...)
     "mamba_radix_cache_strategy": (["arg_groups/fields/exec_.py"], "_has_field:mamba_radix_cache_strategy"),
+    # ModelOpt NVFP4 on SM120 (RTX PRO 6000 Blackwell, compute capability 12.0): the release's modelopt_quant.py
+    # has a path for it (0.5.9: is_sm120_supported(); 0.5.23: get_platform().is_sm120); the model preflight
+    # refuses NVFP4 on an SM120 GPU with a release that has none
+    "nvfp4_sm120": (["layers/quantization/modelopt_quant.py"],
+                    lambda src: (True, _find_line(src, "sm120")) if "sm120" in src else (None, None)),
 }
-RULE_DEFAULTS = {"hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
+RULE_DEFAULTS = {"nvfp4_sm120": False, "hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
                  "flashinfer_allreduce_fusion_backend": False, "mamba_radix_cache_strategy": False}
 
 
@@ -175,6 +180,73 @@ def _has_field(source, name):
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name:
             return True, node.lineno
     return None, None
+
+
+def architectures_of(archive, names):
+    """{architecture: "file:line"}: every model class the release's registry can load, i.e. each name a module of
+    sglang/srt/models/ assigns to EntryClass (the registry imports each module and reads EntryClass); config.json's
+    ``architectures[0]`` must be one of them."""
+    found = {}
+    for path in sorted(names):
+        if not (path.startswith("sglang/srt/models/") and path.endswith(".py")):
+            continue
+        for node in ast.walk(ast.parse(archive.read(path).decode("utf-8-sig"))):
+            if not (isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "EntryClass" for t in node.targets)):
+                continue
+            values = node.value.elts if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+            for value in values:
+                if isinstance(value, ast.Name):
+                    found.setdefault(value.id, "%s:%d" % (path, node.lineno))
+    if not found:
+        raise SystemExit("no EntryClass in sglang/srt/models/: review the release and architectures_of")
+    return found
+
+
+def _returned(function):
+    """The first ``return`` of a method: ('const', value) or ('call', class name) for ``return X.method()``."""
+    for node in ast.walk(function):
+        if isinstance(node, ast.Return) and node.value is not None:
+            if isinstance(node.value, ast.Constant):
+                return "const", node.value.value
+            func = getattr(node.value, "func", None)
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+                return "call", func.value.id
+            return None, None
+    return None, None
+
+
+def quant_capabilities_of(archive, names):
+    """{quant_method: {"value": min compute capability x 10, "source": "file:line"}} from every quantization
+    config class of the release: get_name() and get_min_capability() (the model loader refuses a GPU below it,
+    model_loader/loader.py). ``return Other.get_min_capability()`` takes the other class's value."""
+    classes = {}
+    for path in sorted(names):
+        if not (path.startswith("sglang/srt/layers/quantization/") and path.endswith(".py")):
+            continue
+        for node in ast.walk(ast.parse(archive.read(path).decode("utf-8-sig"))):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = {f.name: f for f in node.body if isinstance(f, ast.FunctionDef)}
+            if "get_min_capability" not in methods:
+                continue
+            classes[node.name] = {"name": _returned(methods["get_name"]) if "get_name" in methods else (None, None),
+                                  "cap": _returned(methods["get_min_capability"]),
+                                  "source": "%s:%d" % (path, methods["get_min_capability"].lineno)}
+    found = {}
+    for cls in classes.values():
+        kind, name = cls["name"]
+        if kind != "const" or not isinstance(name, str):
+            continue
+        kind, cap = cls["cap"]
+        if kind == "call" and cap in classes and classes[cap]["cap"][0] == "const":
+            cap = classes[cap]["cap"][1]
+        elif kind != "const":
+            continue
+        if isinstance(cap, int) and not isinstance(cap, bool):
+            found.setdefault(name, {"value": cap, "source": cls["source"]})
+    if "modelopt_fp4" not in found:
+        raise SystemExit("modelopt_fp4's minimum capability not found: review the release and quant_capabilities_of")
+    return found
 
 
 def rules_of(archive, names):
@@ -317,6 +389,8 @@ def extract(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         families["_rules"] = rules_of(archive, names)
+        families["_models"] = {"architectures": architectures_of(archive, names),
+                               "quant_min_capability": quant_capabilities_of(archive, names)}
         for family, (required, files, anchor, what) in FAMILIES.items():
             hits = []
             for pattern in files:
@@ -386,6 +460,9 @@ def table_from(fixtures_by_release):
         releases[version] = {
             "wheel": data["wheel"], "sha256": data["sha256"], "server_args_form": data["server_args_form"],
             "rules": {name: rule["value"] for name, rule in sorted(data.get("rules", {}).items())},
+            "architectures": sorted(data.get("models", {}).get("architectures", {})),
+            "quant_min_capability": {name: cap["value"] for name, cap in
+                                     sorted(data.get("models", {}).get("quant_min_capability", {}).items())},
             "texts": {family: [hit["template"] for hit in hits] for family, hits in sorted(data["families"].items())},
         }
     return releases
@@ -461,7 +538,8 @@ def main():
     wheel = args.wheel or download(args.release)
     families = extract(wheel)
     rules = families.pop("_rules")
-    fixture = {
+    models = families.pop("_models")
+    fixture = {"models": models,
         "release": args.release, "wheel": os.path.basename(wheel), "sha256": sha256(wheel),
         "server_args_form": server_args_form(families), "families": families, "rules": rules,
     }

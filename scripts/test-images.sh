@@ -7,7 +7,8 @@
 #   host        the systemd image + the bytecode cache for AnsiballZ payloads (tests/testhost/gpuserve_test_pyc.py,
 #               loaded by a .pth of the system python3 only): every scenario's hosts start from it
 #   standin     host + the venv where the install role would put SGLang (/opt/sglang/venv: `python3 -m venv`, as the
-#               prepare steps create it) and the small model directories of the stand-in scenarios
+#               prepare steps create it) and the stand-in model directories (tests/standin/make_standin_model.py:
+#               the real formats, a few bytes per tensor; the server role's model preflight reads them)
 #   prometheus  standin + Debian's prometheus and prometheus-node-exporter (the prometheus scenario)
 # Writes .cache/test-images.env: one line `<kind>=<image>` each, read by scripts/molecule-all.sh.
 set -euo pipefail
@@ -42,8 +43,11 @@ host="$(build host "$BASE" \
   "d=/usr/lib/python3/dist-packages && echo $pyc_b64 | base64 -d >\$d/gpuserve_test_pyc.py
    echo 'import gpuserve_test_pyc' >\$d/gpuserve-test-pyc.pth
    python3 -c 'import zipimport, gpuserve_test_pyc; assert zipimport._compile_source is gpuserve_test_pyc.compile_source'")"
+model_b64="$(base64 -w0 "$ROOT/tests/standin/make_standin_model.py")"
 standin="$(build standin "$host" \
-  'python3 -m venv /opt/sglang/venv && mkdir -p /models/Kimi-K2.5-INT4 /models/Kimi-K2.5-EAGLE3')"
+  "python3 -m venv /opt/sglang/venv && echo $model_b64 | base64 -d >/tmp/make_standin_model.py
+   python3 /tmp/make_standin_model.py kimi /models/Kimi-K2.5-INT4
+   python3 /tmp/make_standin_model.py eagle3 /models/Kimi-K2.5-EAGLE3 && rm /tmp/make_standin_model.py")"
 prometheus="$(build prometheus "$standin" \
   'apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter >/dev/null
    rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb')"

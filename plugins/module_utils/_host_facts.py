@@ -23,9 +23,11 @@ import json
 import os
 import pwd
 import re
+import shutil
 import stat
 import subprocess
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check, _nvidia_smi
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import parse_show
 
 OVERRIDE_RE = re.compile(r"(ExecStart|Environment|EnvironmentFile) *=")
@@ -224,8 +226,38 @@ def usable_cpus():
         return os.cpu_count() or 0
 
 
+def compute_caps(run=subprocess.run, which=None, timeout=60):
+    """The GPUs' compute capabilities (['12.0', ...]) from the same nvidia-smi query and parser as
+    gpuserve.sglang.nvidia_gpu_info (module_utils/_nvidia_smi.py); [] when there is no nvidia-smi or it fails (the
+    model preflight then says the GPUs were not checked)."""
+    nvidia_smi = (which or shutil.which)("nvidia-smi")
+    if not nvidia_smi:
+        return []
+    try:
+        done = run([nvidia_smi] + _nvidia_smi.QUERY_GPU_ARGS, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                   timeout=timeout, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    text = done.stdout.decode("utf-8", "replace") if isinstance(done.stdout, bytes) else done.stdout
+    try:
+        return [gpu["compute_cap"] for gpu in _nvidia_smi.parse_query_gpu(text) if gpu.get("compute_cap")]
+    except _nvidia_smi.NvidiaSmiParseError:
+        return []
+
+
+def model_check(spec, release, run=subprocess.run):
+    """The model preflight (module_utils/_model_check.py) of spec {items, release, timeout, deep}: the release
+    the interpreter reports, else the one given (the version being deployed)."""
+    items = [item for item in spec.get("items") or [] if isinstance(item, dict) and _clean(item.get("path"))]
+    return _model_check.check(items, release=release or spec.get("release") or "",
+                              compute_caps=compute_caps(run=run), timeout=float(spec.get("timeout") or 120),
+                              deep=bool(spec.get("deep")))
+
+
 def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_dir="", paths=(),
-           probe=False, run=subprocess.run, files=(), user="", unit_state_wanted=False):
+           probe=False, run=subprocess.run, files=(), user="", unit_state_wanted=False, models=None):
     """Everything in one dict (see the module's RETURN)."""
     python, versioned = interpreter(python_given, install_record, venv)
     facts = {"python": python, "versioned_venv": versioned, "python_exists": False,
@@ -250,4 +282,6 @@ def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_
             answer = probe_python(python, run=run)
             facts["purelib"], facts["sglang_installed"], facts["sglang_release"], facts["python_error"] = (
                 answer["purelib"], answer["sglang"], answer["release"], answer["error"])
+    if models and models.get("items"):
+        facts["models"] = model_check(models, facts["sglang_release"], run=run)
     return facts

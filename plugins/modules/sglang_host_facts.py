@@ -77,6 +77,18 @@ options:
     description: Read the state of O(unit) (C(systemctl show)).
     type: bool
     default: false
+  models:
+    description:
+      - The model preflight (C(plugins/module_utils/_model_check.py)) - C(items), a list of C({path, role
+        (model|draft), quantization (the quant_method the profile expects, empty for any), files (files the
+        profile needs), model_impl}); C(release), the SGLang release to judge by when the interpreter reports none;
+        C(timeout), seconds for reading the safetensors headers (the rest are only found present, said so);
+        C(deep), read every weight file whole and compare its sha256 with the one Hugging Face's download recorded.
+      - Reads config.json, the weight index and each safetensors header, the quantization config, and the GPUs'
+        compute capability (C(nvidia-smi)); the architecture and the GPUs are judged by the release's table (taken
+        from its wheel). Empty (the default) checks nothing.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -158,6 +170,13 @@ account:
   description: O(user) - C(exists), C(group_exists), C(groups) (its group names) and C(device_groups) (the groups owning the GPU devices).
   returned: always
   type: dict
+models:
+  description:
+    - O(models) - C(problems) (each a refusal naming the path), C(notes) (what was not checked, and why), C(table)
+      (which release table judged), C(compute_caps) and per model C(architecture), C(quantization) and C(weights)
+      (C(index), C(files), C(bytes), C(headers_read)).
+  returned: when O(models) has items
+  type: dict
 unit_state:
   description: O(unit_state) - C(ActiveState), C(ActiveEnterTimestamp) (seconds, C(@<n>)), C(InvocationID), C(UnitFileState).
   returned: always
@@ -183,6 +202,7 @@ def main():
             files=dict(type="list", elements="str", default=[]),
             user=dict(type="str", default=""),
             unit_state=dict(type="bool", default=False),
+            models=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -191,7 +211,8 @@ def main():
         facts = _host_facts.gather(params["python"], params["install_record"], params["venv"],
                                    cuda_fact_file=params["cuda_fact_file"], unit=params["unit"],
                                    unit_dir=params["unit_dir"], paths=params["paths"], probe=params["probe"],
-                                   files=params["files"], user=params["user"], unit_state_wanted=params["unit_state"])
+                                   files=params["files"], user=params["user"], unit_state_wanted=params["unit_state"],
+                                   models=params["models"])
     except _host_facts.HostFactsError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **facts)

@@ -65,7 +65,9 @@ HTTP: /health and /health_generate (refused / 503 / 200 as above, 503 while drai
 /server_info, /get_model_info, /get_server_info, /v1/models; traffic on /generate (native), /v1/completions and
 /v1/chat/completions, streaming (SSE ``data: {...}`` chunks, then ``data: [DONE]``) or not, with ``usage``: one
 token per STANDIN_TOKEN_DELAY_SECONDS (default 0.02), STANDIN_MAX_TOKENS (default 16) tokens when the request
-names no max_tokens; requests beyond --max-running-requests wait in a queue. /metrics (with --enable-metrics,
+names no max_tokens; the words follow from the prompt (greedy, deterministic: the same prompt, the same answer;
+STANDIN_ANSWER_SHIFT (default 0) shifts every answer by that many words: a wrong-output regression for the
+correctness gate's tests); requests beyond --max-running-requests wait in a queue. /metrics (with --enable-metrics,
 else 404) in Prometheus' text format with SGLang 0.5.9's names and labels (sglang:num_running_reqs,
 sglang:num_queue_reqs, sglang:token_usage, sglang:gen_throughput, sglang:spec_accept_length (STANDIN_SPEC_ACCEPT_LENGTH
 with a speculative algorithm, else 0), sglang:prompt_tokens_total, sglang:generation_tokens_total,
@@ -81,6 +83,7 @@ Run as ``python3 sglang_standin.py <SGLang flags>`` or, copied into a venv's sit
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -568,6 +571,11 @@ class Handler(BaseHTTPRequestHandler):
                         % ARGS.context_length)
             return
         stream = bool(req.get("stream"))
+        # greedy and deterministic: the words follow from the prompt; STANDIN_ANSWER_SHIFT makes the stand-in answer
+        # differently (a wrong-output regression, for the correctness gate's tests)
+        prompt_value = req.get("text", req.get("input_ids", req.get("prompt", req.get("messages"))))
+        first_word = (int(hashlib.sha256(json.dumps(prompt_value, sort_keys=True).encode("utf-8")).hexdigest(), 16)
+                      + env_int("STANDIN_ANSWER_SHIFT", 0)) % len(WORDS)
         delay = env_float("STANDIN_TOKEN_DELAY_SECONDS", 0.02)
         limit = ARGS.max_running_requests or 2048
         rid = TRAFFIC.admit(prompt_tokens, limit)
@@ -586,7 +594,7 @@ class Handler(BaseHTTPRequestHandler):
                     self._chunk(self._chat_chunk(oid, created, name, {"role": "assistant", "content": ""}, None))
             for i in range(max_tokens):
                 time.sleep(delay)
-                word = WORDS[i % len(WORDS)]
+                word = WORDS[(first_word + i) % len(WORDS)]
                 text.append(word)
                 TRAFFIC.token(rid)
                 if stream:

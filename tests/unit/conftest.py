@@ -18,6 +18,14 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+STANDIN_MODEL = os.path.join(ROOT, "tests", "standin", "make_standin_model.py")
+
+
+def make_standin_model(kind, path):
+    """A stand-in model directory in the real formats (tests/standin/make_standin_model.py: config.json, the
+    safetensors shards and their index, a few bytes per tensor): what the server role's model preflight reads."""
+    subprocess.run([sys.executable, STANDIN_MODEL, kind, str(path)], check=True)
+    return str(path)
 TESTHOST_PYC = os.path.join(ROOT, "tests", "testhost", "gpuserve_test_pyc.py")
 
 

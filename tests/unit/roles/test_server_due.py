@@ -13,7 +13,7 @@ import time
 import pytest
 import yaml
 
-from conftest import ROOT, run_play
+from conftest import ROOT, make_standin_model, run_play
 
 ROLE = os.path.join(ROOT, "roles", "server")
 
@@ -48,8 +48,10 @@ def host(tmp_path, monkeypatch):
     show = tmp_path / "show.txt"
     monkeypatch.setenv("PATH", "%s:%s" % (bin_dir, os.environ["PATH"]))
     monkeypatch.setenv("FAKE_SYSTEMCTL_SHOW", str(show))
-    for sub in ("etc", "units", "model", "draft", "lib", "out"):
+    for sub in ("etc", "units", "lib", "out"):
         (tmp_path / sub).mkdir()
+    make_standin_model("kimi", tmp_path / "model")
+    make_standin_model("eagle3", tmp_path / "draft")
     variables = {
         "sglang_config_dir": str(tmp_path / "etc"), "sglang_unit_dir": str(tmp_path / "units"),
         "sglang_model_path": str(tmp_path / "model"), "sglang_draft_model_path": str(tmp_path / "draft"),

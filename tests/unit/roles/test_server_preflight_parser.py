@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import COLLECTIONS, MODULE_PYTHON, ROOT
+from conftest import COLLECTIONS, MODULE_PYTHON, ROOT, make_standin_model
 
 VENV = os.environ.get("SGLANG_PARSER_VENV", os.path.join(ROOT, ".cache", "sglang-parser-venv"))
 VENV_PY = os.path.join(VENV, "bin", "python")
@@ -33,8 +33,8 @@ PLAY = """
 
 
 def run_preflight(tmp_path, extra_vars):
-    (tmp_path / "model").mkdir(exist_ok=True)
-    (tmp_path / "draft").mkdir(exist_ok=True)
+    make_standin_model("kimi", tmp_path / "model")
+    make_standin_model("eagle3", tmp_path / "draft")
     play = tmp_path / "play.yml"
     play.write_text(PLAY)
     args = ["-e", "sglang_python=" + VENV_PY, "-e", "sglang_model_path=" + str(tmp_path / "model"),
@@ -61,3 +61,20 @@ def test_preflight_passes_the_production_profile(tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
     assert "Check the flags with the installed SGLang's own parser" in out
+
+
+def test_preflight_refuses_a_model_the_installed_release_would_not_load(tmp_path):
+    """issue 24: the model preflight in the role's one host read, judged by the release the interpreter reports
+    (the 0.5.9 parser venv): a shard gone and the Qwen3.5 NVFP4 profile over the Kimi INT4 model, both named in
+    one refusal, before anything is written."""
+    make_standin_model("kimi", tmp_path / "model")
+    os.remove(str(tmp_path / "model" / "model-00002-of-00004.safetensors"))
+    proc = run_preflight(tmp_path, ["sglang_profile=qwen35_397b_a17b_nvfp4", "sglang_check_args=false",
+                                    "sglang_config_dir=" + str(tmp_path / "etc")])
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "model preflight on localhost (nothing was changed; sglang_model_check: false skips it)" in out
+    assert ("the profile expects modelopt_fp4 weights, config.json text_config says compressed_tensors" in out), out[-3000:]
+    assert "1 of the 4 weight files model.safetensors.index.json names are missing: model-00002-of-00004.safetensors" in out
+    assert "the profile needs hf_quant_config.json, missing" in out
+    assert not (tmp_path / "etc").exists()
