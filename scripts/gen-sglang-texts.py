@@ -156,13 +156,18 @@ RULES = {
                                             "_has_field:flashinfer_allreduce_fusion_backend"),
     # --mamba-scheduler-strategy renamed --mamba-radix-cache-strategy (same choices: no_buffer, extra_buffer, ...)
     "mamba_radix_cache_strategy": (["arg_groups/fields/exec_.py"], "_has_field:mamba_radix_cache_strategy"),
+    # HiCache for a hybrid model's Mamba state (mem_cache/pool_host/mamba.py, after 0.5.9): the Qwen3.5 profile turns
+    # HiCache on only where the release has it (0.5.9's HiRadixCache keeps no Gated DeltaNet state)
+    "hicache_mamba": (["mem_cache/pool_host/mamba.py"],
+                      lambda src: (True, _find_line(src, "hierarchical Mamba cache"))
+                      if "hierarchical Mamba cache" in src else (None, None)),
     # ModelOpt NVFP4 on SM120 (RTX PRO 6000 Blackwell, compute capability 12.0): the release's modelopt_quant.py
     # has a path for it (0.5.9: is_sm120_supported(); 0.5.23: get_platform().is_sm120); the model preflight
     # refuses NVFP4 on an SM120 GPU with a release that has none
     "nvfp4_sm120": (["layers/quantization/modelopt_quant.py"],
                     lambda src: (True, _find_line(src, "sm120")) if "sm120" in src else (None, None)),
 }
-RULE_DEFAULTS = {"nvfp4_sm120": False, "hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
+RULE_DEFAULTS = {"hicache_mamba": False, "nvfp4_sm120": False, "hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
                  "flashinfer_allreduce_fusion_backend": False, "mamba_radix_cache_strategy": False}
 
 

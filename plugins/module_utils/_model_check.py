@@ -70,6 +70,27 @@ def _text_config(config):
     return inner if isinstance(inner, dict) else {}
 
 
+def is_hybrid(config):
+    """A hybrid linear-attention model (Qwen3-Next / Qwen3.5 Gated DeltaNet, Nemotron-H, ...): SGLang gives it a
+    Mamba state pool beside the KV pool of its full-attention layers. From config.json (or its text_config):
+    ``layer_types`` naming linear or mamba layers, ``full_attention_interval``, or ``hybrid_override_pattern``."""
+    if not isinstance(config, dict):
+        return False
+    for holder in (config, _text_config(config)):
+        types = holder.get("layer_types")
+        if isinstance(types, list) and any(isinstance(t, str) and ("linear" in t or "mamba" in t) for t in types):
+            return True
+        if holder.get("full_attention_interval") or holder.get("hybrid_override_pattern"):
+            return True
+    return False
+
+
+def read_config(path):
+    """config.json of a model directory as a dict, or None."""
+    config, _error = _read_json(os.path.join(path, "config.json"))
+    return config if isinstance(config, dict) else None
+
+
 def normalize_method(name):
     return str(name or "").strip().lower().replace("-", "_")
 
@@ -289,6 +310,7 @@ def check_one(item, release, entry, compute_caps, deadline, clock, deep):
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
     found["architecture"] = architecture
+    found["hybrid"] = is_hybrid(config)
     try:
         with open(os.path.join(path, "config.json"), "rb") as handle:
             found["config_sha256"] = hashlib.sha256(handle.read()).hexdigest()

@@ -26,6 +26,7 @@ import re
 import time
 import traceback
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
     ALL_TEXTS, LogWatch, installed_release, mask_secrets, texts_for)
@@ -100,7 +101,7 @@ class ServiceRunner(object):
                  ready_pattern=None, hicache=None, ranks=None, expect=None, fail_patterns=None,
                  extra_fail_patterns=None, poll_interval=0.5, check_mode=False, journalctl="journalctl",
                  health=http_status, clock=time.monotonic, wall=time.time, sleep=time.sleep, state_store=None,
-                 progress=None, secrets=(), journal_factory=None, release=None):
+                 progress=None, secrets=(), journal_factory=None, release=None, hybrid=None):
         self.systemctl = systemctl
         self.run = run
         self.unit = unit
@@ -121,6 +122,8 @@ class ServiceRunner(object):
         self.journal_scan = None
         self.notices = []
         self.hicache = hicache
+        self.hybrid = hybrid      # None: from the model's config.json (ExecStart's --model-path)
+        self.hybrid_settled = False
         self.ranks = ranks
         self.poll_interval = float(poll_interval)
         self.check_mode = check_mode
@@ -265,6 +268,8 @@ class ServiceRunner(object):
         if saved:
             for key in ("hicache", "kv_cache", "ready_line", "timeline", "matched"):
                 self.result[key] = saved.get(key)
+            if saved.get("hybrid"):
+                self.result["hybrid"] = saved["hybrid"]
             self.result["timeline"] = dict(saved.get("timeline") or {})
             self.result["timeline"]["total"] = round(self.elapsed(), 3)
             extra = dict(watch.expect_matched)
@@ -274,6 +279,8 @@ class ServiceRunner(object):
             self.result["hicache"] = (self.hicache_summary(expected)
                                       if self.hicache_on() or watch.hicache else {})
             self.result["kv_cache"] = watch.kv_summary()
+            if self.hybrid or watch.mamba:
+                self.result["hybrid"] = watch.hybrid_summary(self.expected_ranks() if self.hybrid else None)
             self.result["ready_line"] = self.mask(watch.ready_line)
             matched = {}
             if watch.ready_line:
@@ -318,6 +325,8 @@ class ServiceRunner(object):
             "timeline": self.result.get("timeline"), "matched": self.result.get("matched"),
             "stop": self.result.get("stop"),
         }
+        if self.result.get("hybrid"):
+            record["hybrid"] = self.result["hybrid"]
         existing = self.state_store.read(self.unit)
         if existing and existing.get("invocation_id") == record["invocation_id"] and not existing.get("error"):
             # Already recorded (a second verify of the same start): keep the first record, write nothing.
@@ -403,6 +412,9 @@ class ServiceRunner(object):
         self.choose_texts(st.exec_start)
         if self.hicache is None:
             self.hicache = facts["hicache"]
+        if self.hybrid is None:
+            config = _model_check.read_config(facts["model_path"]) if facts.get("model_path") else None
+            self.hybrid = _model_check.is_hybrid(config)
         if self.ranks is None:
             self.ranks = scheduler_count(facts)
         if (facts.get("log_level") or "").lower() in QUIET_LOG_LEVELS:
@@ -599,6 +611,7 @@ class ServiceRunner(object):
                     return None
             if self.watch.ready_line:
                 self.check_hicache()
+                self.check_hybrid()
                 if self.health_ok():
                     missing = self.watch.expect_missing()
                     if not missing:
@@ -803,6 +816,37 @@ class ServiceRunner(object):
                   "lines (text family hicache_host_pool: %s; read as %s), ranks missing: %s%s"
                   % (self.result["invocation_id"], len(seen), expected,
                      " or ".join("'%s'" % text for text in self.watch.texts.hicache_texts), read_as, missing, where))
+
+    def check_hybrid(self):
+        """A hybrid model (Gated DeltaNet / Mamba layers): the Mamba state pool on every rank before the ready
+        line, and with HiCache the Mamba host pool on every rank where the release prints one (issue 24)."""
+        if not self.hybrid:
+            return
+        expected = self.expected_ranks()
+        texts = self.watch.texts
+        want_host = self.hicache_on() and bool(texts.hicache_mamba)
+        if len(self.watch.mamba) >= expected and (not want_host or len(self.watch.hicache_mamba) >= expected):
+            return
+        if not self.hybrid_settled:
+            self.hybrid_settled = True
+            self.settle()
+            return self.check_hybrid()
+        info = texts.info
+        read_as = "SGLang %s, texts of %s" % (info.get("release") or "(release unknown)", ", ".join(info["tables"]))
+        if info.get("note"):
+            read_as += " (%s)" % info["note"]
+        summary = self.watch.hybrid_summary(expected)
+        if len(self.watch.mamba) < expected:
+            missing = (", ".join("TP%d" % rank for rank in summary["ranks_missing"]) if "ranks_missing" in summary
+                       else "%d" % summary.get("ranks_missing_count", 0))
+            self.fail("hybrid model's Mamba state pool not initialised in invocation %s: the ready line came with %d "
+                      "of %d Mamba pool lines (text family mamba_pool: %s; read as %s), ranks missing: %s"
+                      % (self.result["invocation_id"], len(self.watch.mamba), expected,
+                         " or ".join("'%s'" % t for t in texts.mamba_texts), read_as, missing))
+        self.fail("HiCache of the hybrid model's Mamba state not initialised in invocation %s: %d of %d host pool "
+                  "lines (text family hicache_mamba_host_pool: %s; read as %s)"
+                  % (self.result["invocation_id"], len(self.watch.hicache_mamba), expected,
+                     " or ".join("'%s'" % t for t in texts.hicache_mamba_texts), read_as))
 
     def check_hicache_request(self):
         check = self.hicache_summary(self.expected_ranks()).get("requested")

@@ -101,6 +101,9 @@ class Texts(object):
         self.kv = compiled("kv_pool")
         self.hicache = compiled("hicache_host_pool")
         self.hicache_mamba = compiled("hicache_mamba_host_pool")
+        self.mamba = compiled("mamba_pool")
+        self.mamba_texts = list(families.get("mamba_pool", []))
+        self.hicache_mamba_texts = list(families.get("hicache_mamba_host_pool", []))
         self.hicache_auto = compiled("hicache_auto_size")
         self.max_tokens = compiled("max_total_num_tokens")
         self.load_weight_end = compiled("load_weight_end")
@@ -307,6 +310,7 @@ class LogWatch(object):
         self.hicache_auto_ratio = None  # the ratio HiCache auto-sizing chose (0.5.23: no ratio or size given)
         self.hicache_unread = []  # lines that speak of a host pool / hierarchical cache in no known form
         self.kv = {}              # rank -> list of {tokens, gb}
+        self.mamba = {}           # rank -> state slots of a hybrid model's Mamba pool (max_mamba_cache_size)
         self.max_total_num_tokens = None
         self.expect_matched = {}  # pattern -> first line
         self.dropped = 0          # lines of this invocation journald suppressed (rate limit)
@@ -372,6 +376,9 @@ class LogWatch(object):
         match = match_any(texts.kv, msg)
         if match:
             self.kv.setdefault(key, []).append(kv_entry(match))
+        match = match_any(texts.mamba, msg)
+        if match:
+            self.mamba.setdefault(key, int(match.group("tokens")))
         match = match_any(texts.max_tokens, msg)
         if match and self.max_total_num_tokens is None:
             self.max_total_num_tokens = int(match.group("tokens"))
@@ -427,6 +434,22 @@ class LogWatch(object):
         check = self.hicache_vs_request(ratio, size_gb, page_size)
         if check is not None:
             summary["requested"] = check
+        return summary
+
+    def hybrid_summary(self, expected_ranks=None):
+        """A hybrid model's Mamba state pool per rank (and its HiCache host pool where the release has one)."""
+        summary = {"ranks_seen": rank_keys(self.mamba), "ranks_expected": expected_ranks,
+                   "state_slots_per_rank": min(self.mamba.values()) if self.mamba else None}
+        if expected_ranks:
+            tags = list(self.mamba)
+            if all(tag == "" or PURE_TP_RE.match(tag) for tag in tags):
+                seen = set(rank_keys(tags))
+                summary["ranks_missing"] = [rank for rank in range(expected_ranks) if rank not in seen]
+            else:
+                summary["ranks_missing_count"] = max(0, expected_ranks - len(tags))
+        if self.hicache_mamba:
+            summary["host_pool_ranks_seen"] = rank_keys(self.hicache_mamba)
+            summary["host_pool_gb_per_rank"] = max(self.hicache_mamba.values())
         return summary
 
     def hicache_vs_request(self, ratio=None, size_gb=None, page_size=1):

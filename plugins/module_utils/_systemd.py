@@ -80,7 +80,7 @@ _INT_FLAGS = {
 }
 _FLOAT_FLAGS = {"--hicache-ratio": "hicache_ratio", "--hicache-size": "hicache_size"}
 _STR_FLAGS = {"--log-level": "log_level", "--api-key": "api_key", "--admin-api-key": "admin_api_key",
-              "--host": "host", "--port": "port"}
+              "--host": "host", "--port": "port", "--model-path": "model_path", "--model": "model_path"}
 
 
 def exec_start_facts(argv):
@@ -88,7 +88,7 @@ def exec_start_facts(argv):
     the API keys (to mask them in every returned line) and the listening address."""
     facts = {"hicache": False, "tp": None, "pp": None, "dp": None, "dp_attention": False, "page_size": None,
              "hicache_ratio": None, "hicache_size": None, "log_level": None, "api_key": None,
-             "admin_api_key": None, "host": None, "port": None}
+             "admin_api_key": None, "host": None, "port": None, "model_path": None}
     for index, arg in enumerate(argv):
         flag, sep, inline = arg.partition("=")
         raw = inline if sep else (argv[index + 1] if index + 1 < len(argv) else "")

@@ -87,6 +87,14 @@ options:
       - Whether HiCache must be proven (one host-allocation line per rank before the ready line).
       - Default is V(true) when the unit's C(ExecStart) has C(--enable-hierarchical-cache).
     type: bool
+  hybrid:
+    description:
+      - Whether the model is a hybrid linear-attention model (Qwen3-Next / Qwen3.5 Gated DeltaNet, Nemotron-H) whose
+        Mamba state pool must be proven on every rank (the release's C(Mamba Cache is allocated. max_mamba_cache_size:
+        N, ...) line), and with HiCache its Mamba host pool on every rank where the release prints one (0.5.23).
+      - Default from the model's C(config.json) (the C(--model-path) of the unit's C(ExecStart)) - C(layer_types)
+        naming linear or mamba layers, C(full_attention_interval) or C(hybrid_override_pattern).
+    type: bool
   ranks:
     description:
       - How many distinct scheduler ranks must show the HiCache host-allocation line in this invocation. A rank is
@@ -219,6 +227,13 @@ timeline:
   returned: always
   type: dict
   sample: {stopping: 21.4, starting: 0.2, loading: 2.1, warming_up: 1.3, total: 25.1}
+hybrid:
+  description:
+    - A hybrid model's Mamba state pool - V(ranks_seen), V(ranks_expected), V(ranks_missing),
+      V(state_slots_per_rank) (C(max_mamba_cache_size), the smallest), and with HiCache V(host_pool_ranks_seen) and
+      V(host_pool_gb_per_rank).
+  returned: when the model is hybrid or its Mamba pool lines were seen
+  type: dict
 hicache:
   description:
     - V(ranks_seen) (sorted list of ranks with a host-allocation line before the ready line - numbers with plain TP
@@ -351,6 +366,7 @@ def main():
             ready_pattern=dict(type="str"),
             release=dict(type="str"),
             hicache=dict(type="bool"),
+            hybrid=dict(type="bool"),
             ranks=dict(type="int"),
             expect=dict(type="list", elements="str", default=[]),
             fail_patterns=dict(type="list", elements="str"),
@@ -397,7 +413,7 @@ def main():
             ready_pattern=params["ready_pattern"], hicache=params["hicache"], ranks=params["ranks"],
             expect=params["expect"], fail_patterns=params["fail_patterns"],
             extra_fail_patterns=params["extra_fail_patterns"], poll_interval=params["poll_interval"],
-            check_mode=module.check_mode, journalctl=journalctl, release=params["release"],
+            check_mode=module.check_mode, journalctl=journalctl, release=params["release"], hybrid=params["hybrid"],
             state_store=StateFile(params["state_dir"]), progress=progress,
             journal_factory=(lambda inv: JournalFollower(run, inv, journalctl, env=env)) if params["follow"] else None,
         )

@@ -52,6 +52,8 @@ STANDIN_FAIL (default none)            one failure mode, with SGLang's real text
                  messages above.``; exit status 1.
     exit_early   exit status 1 right after ``server_args=...``, with no fatal text.
 STANDIN_FAIL_RANK (default 0)          the rank that fails for ``crash`` / ``cuda_oom``.
+STANDIN_MISSING_MAMBA_RANKS (default 0) a hybrid model (its config.json under --model-path): that many ranks
+                                       fewer print their Mamba state pool line.
 STANDIN_FREE_HOST_GB (default 8.12)    the free host memory quoted by ``host_memory``.
 SGLANG_LOG_MS (SGLang's own variable)  ``1``: stamps with milliseconds ``[%Y-%m-%d %H:%M:%S.mmm ...]``.
 Also ``--log-level warning`` (info lines not printed), ``--enable-dp-attention --dp-size N`` and ``--ep-size N``
@@ -171,6 +173,32 @@ def text(family, values=None, want=(), avoid=()):
         if all(w in template for w in want) and not any(a in template for a in avoid):
             return _Fill().format(template, **(values or {}))
     raise KeyError("SGLang %s has no %s text with %r and without %r" % (RELEASE, family, want, avoid))
+
+
+MAMBA_SLOTS = 412   # the stand-in's max_mamba_cache_size per rank (a hybrid model's state slots)
+
+
+def model_config(path):
+    """config.json of --model-path when it is a directory on this host (the stand-in model directories of
+    tests/standin/make_standin_model.py), else {}."""
+    try:
+        with open(os.path.join(path, "config.json")) as handle:
+            config = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def is_hybrid(config):
+    """A hybrid linear-attention model, as the collection's model preflight tells one (config.json or text_config:
+    layer_types with linear/mamba layers, full_attention_interval, hybrid_override_pattern)."""
+    for holder in (config, config.get("text_config") if isinstance(config.get("text_config"), dict) else {}):
+        types = holder.get("layer_types")
+        if isinstance(types, list) and any(isinstance(t, str) and ("linear" in t or "mamba" in t) for t in types):
+            return True
+        if holder.get("full_attention_interval") or holder.get("hybrid_override_pattern"):
+            return True
+    return False
 
 
 def env_float(name, default):
@@ -762,8 +790,11 @@ def main(argv=None):
         emit("Load weight begin. avail mem=%.2f GB" % (GPU_TOTAL_GIB - 0.87), rank)
     time.sleep(step)
     avail = GPU_TOTAL_GIB - 0.87 - WEIGHTS_GIB
+    config = model_config(args.model_path)
+    hybrid = is_hybrid(config)
+    architecture = (config.get("architectures") or ["KimiK25ForConditionalGeneration"])[0]
     for rank in ranks:
-        emit(text("load_weight_end", {"elapsed": step, "model_type": "KimiK25ForConditionalGeneration",
+        emit(text("load_weight_end", {"elapsed": step, "model_type": architecture,
                                       "dtype": "torch.bfloat16", "after_avail_memory": avail, "mem_gb": WEIGHTS_GIB}),
              rank)
     if fail == "crash":
@@ -798,6 +829,15 @@ def main(argv=None):
         if spec in ("EAGLE", "EAGLE3"):
             emit(text("kv_pool", {"tokens": tokens, "gb": tokens * DRAFT_CELL_SIZE / float(GIB), "pool": "KV Cache",
                                   "dtype": "torch.bfloat16"}, want=("{gb",)), rank)
+    if hybrid:
+        # a hybrid model (config.json: Gated DeltaNet / Mamba layers): its Mamba state pool on each rank, the
+        # release's text (with speculative decoding the variant that also sizes the intermediate states)
+        missing_mamba = max(0, env_int("STANDIN_MISSING_MAMBA_RANKS", 0))
+        for rank in ranks:
+            if rank < tp - missing_mamba:
+                emit(text("mamba_pool", {"tokens": MAMBA_SLOTS, "_1": 0.52, "_2": 9.84, "_3": 0.31,
+                                         "intermediate_ssm_gb": 2.46, "_4": 0.31},
+                          want=("intermediate",) if spec else (), avoid=() if spec else ("intermediate",)), rank)
     for rank in ranks:
         emit("Memory pool end. avail mem=%.2f GB" % (avail - kv_gb), rank)
     time.sleep(step)
@@ -845,6 +885,11 @@ def main(argv=None):
             if rank < tp - missing:
                 emit(text("hicache_host_pool", {"gb": pool, "pool": "kv", "tokens": host_pool_tokens(args, tokens)},
                           avoid=("packed MTP",)), rank)
+                if hybrid and has_text("hicache_mamba_host_pool"):
+                    # releases with HiCache for the Mamba radix cache: the state's host pool (ratio x the slots)
+                    slots = int(MAMBA_SLOTS * max(args.hicache_ratio, 1.0))
+                    emit(text("hicache_mamba_host_pool", {"gb": slots * 9.84 / MAMBA_SLOTS, "tokens": slots,
+                                                          "layout": "page_first"}), rank)
                 if spec in ("EAGLE", "EAGLE3") and "{pool}" in TEXTS["hicache_host_pool"][-1]:
                     # releases that give the draft model a host pool of its own, as many tokens as the target's
                     size = host_pool_tokens(args, tokens)

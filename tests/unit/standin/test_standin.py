@@ -126,3 +126,31 @@ def test_sglang_argument_errors():
     assert rc == 1 and any("mutually exclusive" in line for line in lines)
     rc, lines = run_to_end(["--port", "0", "--enable-hierarchical-cache", "--hicache-ratio", "1"])
     assert rc != 0 and any("The host memory should be larger than the device memory" in line for line in lines)
+
+
+@pytest.mark.parametrize("release", ["0.5.9", "0.5.23"])
+def test_a_hybrid_model_directory_makes_the_mamba_pool_lines_the_module_reads(tmp_path, release):
+    """issue 24: the stand-in reads config.json of --model-path (a stand-in model in the real formats); a hybrid
+    model gets the release's Mamba state pool line per rank (and on 0.5.23 with HiCache the Mamba host pool)."""
+    from conftest import make_standin_model
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import texts_for
+    model = make_standin_model("qwen35", tmp_path / "qwen")
+    proc = start(["--tp", "4", "--port", str(free_port()), "--model-path", model, "--speculative-algorithm", "NEXTN",
+                  "--enable-hierarchical-cache", "--hicache-ratio", "2"],
+                 STANDIN_SGLANG_RELEASE=release, STANDIN_MISSING_MAMBA_RANKS=1)
+    watch = LogWatch()
+    watch.use_texts(texts_for(release))
+    deadline = time.time() + 60
+    lines = []
+    while time.time() < deadline and watch.ready_line is None:
+        lines.append(proc.stdout.readline().rstrip("\n"))
+        watch.feed(lines[-1])
+    proc.kill()
+    proc.communicate()
+    summary = watch.hybrid_summary(4)
+    assert summary["ranks_seen"] == [0, 1, 2] and summary["ranks_missing"] == [3]
+    if release == "0.5.23":   # HiCache for the Mamba state exists from this release: every rank's host pool
+        assert summary["host_pool_ranks_seen"] == [0, 1, 2, 3]
+    else:
+        assert "host_pool_ranks_seen" not in summary
+    assert any("type=Qwen3_5MoeForConditionalGeneration" in line for line in lines)

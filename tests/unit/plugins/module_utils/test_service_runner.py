@@ -757,3 +757,88 @@ def test_a_dead_process_last_lines_reach_the_tail_though_the_journal_indexes_the
     assert not ok
     assert any("No module named 'sglang_standin'" in line for line in res["journal_tail"]), res["journal_tail"]
     assert host.now < 2.0 + 0.3 + 10.0 + 3
+
+
+# ---------------------------------------------------------------------------------------------------- hybrid models
+class _Values(dict):
+    def __missing__(self, key):
+        return 1
+
+
+def _fill(release, family, want, **values):
+    """SGLang's text of that family in that release (the table taken from its wheel), filled in."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
+    import string
+    template = next(t for t in RELEASES[release]["texts"][family] if want in t)
+    return string.Formatter().vformat(template, (), _Values(values))
+
+
+def hybrid_script(release="0.5.9", tp=8, mamba_ranks=None, host_ranks=None):
+    """A hybrid model's start (Qwen3.5): KV pool and Mamba state pool per rank, the HiCache Mamba host pool."""
+    script = server_script(tp=tp, hicache_ranks=[])
+    extra = []
+    for rank in range(tp) if mamba_ranks is None else mamba_ranks:
+        extra.append((1.1, "[%s TP%d] %s" % (STAMP, rank, _fill(release, "mamba_pool", "ssm_state size: {_2:.2f}GB ",
+                                                                 tokens=412, _1=0.5, _2=9.75))))
+    for rank in host_ranks or []:
+        extra.append((2.0, "[%s TP%d] %s" % (STAMP, rank, _fill(release, "hicache_mamba_host_pool", "Mamba",
+                                                                 gb=20.5, tokens=824, layout="page_first"))))
+    script["lines"] = sorted(script["lines"] + extra, key=lambda item: item[0])
+    return script
+
+
+def _hybrid_model(tmp_path):
+    model = tmp_path / "qwen"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                                                   "text_config": {"full_attention_interval": 4}}))
+    return str(model)
+
+
+def test_a_hybrid_model_is_verified_by_its_mamba_pool_on_every_rank(tmp_path):
+    """issue 24: the model's config.json (ExecStart's --model-path) says hybrid; each rank's Mamba pool line counts."""
+    model = _hybrid_model(tmp_path)
+    exec_start = "/opt/sglang/venv/bin/python -m sglang.launch_server --model-path %s --tp 8" % model
+    host = FakeHost([server_script(), hybrid_script()], exec_start=exec_start)
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert res["hybrid"]["ranks_seen"] == list(range(8)) and res["hybrid"]["state_slots_per_rank"] == 412
+    # TP5 printed no Mamba pool: named, with the family and the release's text
+    host = FakeHost([server_script(), hybrid_script(mamba_ranks=[0, 1, 2, 3, 4, 6, 7])], exec_start=exec_start)
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert res["msg"].startswith("hybrid model's Mamba state pool not initialised in invocation ")
+    assert "7 of 8 Mamba pool lines (text family mamba_pool: 'Mamba Cache is allocated. max_mamba_cache_size: " in res["msg"]
+    assert "ranks missing: TP5 [phase: warming up]" in res["msg"]
+    # a model that is not hybrid (Kimi) needs none; hybrid=False overrides config.json
+    ok, res = runner(FakeHost([server_script(), server_script(hicache_ranks=[])],
+                              exec_start=exec_start.replace(model, "/models/none")), state="restarted").execute()
+    assert ok, res.get("msg")
+    assert "hybrid" not in res
+    ok, res = runner(FakeHost([server_script(), hybrid_script(mamba_ranks=[])], exec_start=exec_start),
+                     state="restarted", hybrid=False).execute()
+    assert ok, res.get("msg")
+
+
+def test_a_hybrid_model_with_hicache_on_0_5_23_needs_the_mamba_host_pool_on_every_rank(tmp_path):
+    model = _hybrid_model(tmp_path)
+    exec_start = ("/opt/sglang/venv/bin/python -m sglang.launch_server --model-path %s --tp 2 "
+                  "--enable-hierarchical-cache --hicache-ratio 2" % model)
+
+    def script(host_ranks):
+        base = hybrid_script(release="0.5.23", tp=2, host_ranks=host_ranks)
+        kv = [(2.0, "[%s TP%d] %s" % (STAMP, rank, _fill("0.5.23", "hicache_host_pool", "hierarchical KV host pool",
+                                                          tokens=318554, gb=20.85, pool="kv"))) for rank in range(2)]
+        base["lines"] = sorted(base["lines"] + kv, key=lambda item: item[0])
+        return base
+
+    host = FakeHost([server_script(tp=2), script([0, 1])], exec_start=exec_start, release="0.5.23")
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert res["hybrid"]["host_pool_ranks_seen"] == [0, 1] and res["hybrid"]["host_pool_gb_per_rank"] == 20.5
+    host = FakeHost([server_script(tp=2), script([0])], exec_start=exec_start, release="0.5.23")
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert "HiCache of the hybrid model's Mamba state not initialised" in res["msg"]
+    assert "1 of 2 host pool lines (text family hicache_mamba_host_pool: 'Allocating {gb:.2f} GB host memory for " \
+        "hierarchical Mamba cache" in res["msg"]
