@@ -90,8 +90,8 @@ options:
   hybrid:
     description:
       - Whether the model is a hybrid linear-attention model (Qwen3-Next / Qwen3.5 Gated DeltaNet, Nemotron-H) whose
-        Mamba state pool must be proven on every rank (the release's C(Mamba Cache is allocated. max_mamba_cache_size:
-        N, ...) line), and with HiCache its Mamba host pool on every rank where the release prints one (0.5.23).
+        Mamba state pool must be proven on every rank (the release's text family C(mamba_pool), C(Mamba Cache is
+        allocated ...)), and with HiCache its Mamba host pool on every rank where the release prints one (0.5.23).
       - Default from the model's C(config.json) (the C(--model-path) of the unit's C(ExecStart)) - C(layer_types)
         naming linear or mamba layers, C(full_attention_interval) or C(hybrid_override_pattern).
     type: bool
