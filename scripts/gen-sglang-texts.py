@@ -161,6 +161,30 @@ RULES = {
     "hicache_mamba": (["mem_cache/pool_host/mamba.py"],
                       lambda src: (True, _find_line(src, "hierarchical Mamba cache"))
                       if "hierarchical Mamba cache" in src else (None, None)),
+    # How a hybrid model's Mamba state pool is sized (the memory plan, issue 24): "ratio_split" (0.5.9
+    # model_runner_kv_cache_mixin.handle_max_mamba_cache: the speculative reserve first, then rest x r / (1 + r));
+    # "joint_spec_solve" (0.5.23 kv_cache_configurator._handle_max_mamba_cache: slots and speculative scratch solved
+    # together, padding slots, fused draft entries, ReplaySSM) - the plan models the first and says so for the second
+    "hybrid_mamba_sizing": (["mem_cache/kv_cache_configurator.py", "model_executor/model_runner_kv_cache_mixin.py"],
+                            lambda src: ("joint_spec_solve", _find_line(src, "mamba_pool.memory_budget_spec"))
+                            if "mamba_pool.memory_budget_spec" in src else
+                            ("ratio_split", _find_line(src, "mamba_state_intermediate_size"))
+                            if "mamba_state_intermediate_size" in src else (None, None)),
+    # --mamba-full-memory-ratio's default (state memory : full-attention KV memory)
+    "mamba_full_memory_ratio_default": (["server_args.py", "arg_groups/fields/schedule.py"],
+                                        lambda src: _regex_value(src, r"mamba_full_memory_ratio: float = ([0-9.]+)",
+                                                                 r"mamba_full_memory_ratio: A\[.{0,400}?fallback=([0-9.]+)",
+                                                                 cast=float)),
+    # state slots per running request (the cap on running requests is the pool's slots // this, plus the
+    # extra_buffer slots)
+    "mamba_slots_per_request_base": (["mem_cache/kv_cache_configurator.py",
+                                      "model_executor/model_runner_kv_cache_mixin.py"],
+                                     lambda src: _regex_value(src, r"MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO = (\d+)",
+                                                              cast=int)),
+    # --max-running-requests when speculative decoding is on and none is given
+    "spec_max_running_requests_default": (["server_args.py", "arg_groups/speculative_hook.py"],
+                                          lambda src: _regex_value(src, r"self\.max_running_requests = (\d+)",
+                                                                   r"max_running_requests=(\d+)", cast=int)),
     # ModelOpt NVFP4 on SM120 (RTX PRO 6000 Blackwell, compute capability 12.0): the release's modelopt_quant.py
     # has a path for it (0.5.9: is_sm120_supported(); 0.5.23: get_platform().is_sm120); the model preflight
     # refuses NVFP4 on an SM120 GPU with a release that has none
@@ -169,6 +193,15 @@ RULES = {
 }
 RULE_DEFAULTS = {"hicache_mamba": False, "nvfp4_sm120": False, "hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
                  "flashinfer_allreduce_fusion_backend": False, "mamba_radix_cache_strategy": False}
+
+
+def _regex_value(source, *patterns, cast=str):
+    """(value, line) of the first pattern's first group that matches, else (None, None)."""
+    for pattern in patterns:
+        match = re.search(pattern, source, re.S)
+        if match:
+            return cast(match.group(1)), source[:match.start(1)].count("\n") + 1
+    return None, None
 
 
 def _multithread_default(source):
@@ -544,9 +577,9 @@ def main():
     families = extract(wheel)
     rules = families.pop("_rules")
     models = families.pop("_models")
-    fixture = {"models": models,
+    fixture = {
         "release": args.release, "wheel": os.path.basename(wheel), "sha256": sha256(wheel),
-        "server_args_form": server_args_form(families), "families": families, "rules": rules,
+        "server_args_form": server_args_form(families), "families": families, "rules": rules, "models": models,
     }
     os.makedirs(FIXTURES, exist_ok=True)
     with open(os.path.join(FIXTURES, "%s.json" % args.release), "w") as handle:

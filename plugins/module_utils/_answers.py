@@ -116,7 +116,7 @@ def gate(url, prompts, state_file, identity, api_key="", max_tokens=32, repeat=2
     if not prompts:
         raise AnswersError("no prompts")
     endpoint = Endpoint(url, api_key=api_key, timeout=timeout)
-    rounds = [[asker(endpoint, prompt, max_tokens) for prompt in prompts] for _ in range(max(1, int(repeat)))]
+    rounds = [[asker(endpoint, prompt, max_tokens) for prompt in prompts] for _round in range(max(1, int(repeat)))]
     key = baseline_key(identity, prompts, max_tokens)
     state = read_state(state_file)
     recorded = state["baselines"].get(key)
@@ -159,4 +159,3 @@ def _failure(result, against, url):
             % (len(result["mismatches"]), result["prompts"] * result["repeat"], against, result["allowed_mismatches"],
                first["prompt"], first["round"], first["expected"], first["got"], url, result["state_file"],
                result["key"]))
-

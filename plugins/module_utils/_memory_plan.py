@@ -30,6 +30,7 @@ import math
 import os
 import re
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 
 GIB = 1 << 30
@@ -121,6 +122,8 @@ def geometry_from_config(config):
             qk_rope_head_dim=int(text["qk_rope_head_dim"]),
         )
         return geometry
+    if is_hybrid(config):
+        geometry.update(hybrid_geometry(text))
     heads = text.get("num_attention_heads")
     if not heads:
         raise PlanError("config.json has neither MLA fields (kv_lora_rank) nor num_attention_heads")
@@ -133,6 +136,164 @@ def geometry_from_config(config):
         head_dim = int(hidden) // int(heads)
     geometry.update(attention="mha", num_kv_heads=int(kv_heads), head_dim=int(head_dim))
     return geometry
+
+
+HYBRID_KEYS = ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim", "linear_value_head_dim",
+               "linear_conv_kernel_dim")
+
+
+def hybrid_geometry(text):
+    """A hybrid Gated DeltaNet model's layers and state shape (Qwen3-Next / Qwen3.5, SGLang's configs/qwen3_next.py
+    ``layers_block_type``: layer l is full attention when (l + 1) % full_attention_interval == 0, unless
+    ``layer_types`` says otherwise). The KV pool counts the full-attention layers only; the state pool the rest."""
+    layers = int(text["num_hidden_layers"])
+    types = text.get("layer_types")
+    if isinstance(types, list) and types:
+        full = sum(1 for kind in types if kind == "full_attention")
+    elif text.get("full_attention_interval"):
+        interval = int(text["full_attention_interval"])
+        full = sum(1 for layer in range(layers) if (layer + 1) % interval == 0)
+    else:
+        raise PlanError("hybrid config.json without layer_types or full_attention_interval: its layers cannot be "
+                        "counted")
+    missing = [key for key in HYBRID_KEYS if not text.get(key)]
+    if missing:
+        raise PlanError("hybrid config.json without %s: only Gated DeltaNet state (Qwen3-Next / Qwen3.5) is "
+                        "modelled" % ", ".join(missing))
+    geometry = dict((key, int(text[key])) for key in HYBRID_KEYS)
+    geometry.update(hybrid=True, kv_layers=full, linear_layers=layers - full,
+                    mamba_ssm_dtype=str(text.get("mamba_ssm_dtype") or "float32"),
+                    context_len=int(text.get("max_position_embeddings") or 0) or None)
+    return geometry
+
+
+def is_hybrid(config):
+    """config.json (or its text_config) of a hybrid linear-attention model (as the model preflight tells)."""
+    return _model_check.is_hybrid(config)
+
+
+def mamba_bytes_per_req(geometry, tp):
+    """SGLang's ``mamba_cache_per_req`` per rank (configs/mamba_utils.py, identical in 0.5.9 and 0.5.23):
+    Mamba2StateShape.create(tp, intermediate = value_head_dim x value_heads, n_groups = key_heads (extended to a
+    multiple of tp), num_heads = value_heads, head_dim = value_head_dim, state_size = key_head_dim, conv_kernel);
+    conv state (conv_dim / tp, kernel - 1) in bfloat16, temporal state (value_heads / tp, head_dim, state_size) in
+    the SSM dtype (float32 unless config.json says mamba_ssm_dtype), times the linear layers."""
+    groups = geometry["linear_num_key_heads"]
+    if groups % tp:
+        groups += tp - groups   # extra_groups_for_head_shards, as SGLang writes it
+    intermediate = geometry["linear_value_head_dim"] * geometry["linear_num_value_heads"]
+    conv_dim = intermediate + 2 * groups * geometry["linear_key_head_dim"]
+    conv = (conv_dim // tp) * (geometry["linear_conv_kernel_dim"] - 1)
+    temporal = (geometry["linear_num_value_heads"] // tp) * geometry["linear_value_head_dim"] * \
+        geometry["linear_key_head_dim"]
+    ssm_bytes = DTYPE_BYTES.get(geometry.get("mamba_ssm_dtype", "float32"), 4)
+    return (conv * 2 + temporal * ssm_bytes) * geometry["linear_layers"]
+
+
+def hybrid_state(rules, rest_gib, per_req, options):
+    """(rest GiB left for the KV pool, facts) after the Mamba state pool, by the release's sizing rule.
+
+    ratio_split (0.5.9, handle_max_mamba_cache): with speculative decoding first
+    ``per_req x max_running_requests x draft_tokens`` for the intermediate states; then the pool is
+    --max-mamba-cache-size, or --max-running-requests with the radix cache off, or
+    ``int(rest x r / (1 + r) x 2**30) // per_req`` (r = --mamba-full-memory-ratio).
+    joint_spec_solve (0.5.23, kv_cache_configurator._handle_max_mamba_cache, the standard path: one pipeline stage,
+    no attention DP, no ReplaySSM, no fused draft state): budget = rest x r / (1 + r); with speculative decoding
+    ``slots = int((budget - per_req (1 + D)) // (per_req (1 + D / ratio)))`` and
+    ``per_req x (min(max_running, slots // ratio) + 1) x D`` for the intermediate states; without,
+    ``slots = int((budget - per_req) // per_req)``; the pool holds slots + 1 (a padding slot).
+    ratio (state slots per running request) = 1 with the radix cache off, else the base (3) + extra_buffer's
+    tracking slots (0.5.9: 1 with speculative decoding, else 2; 0.5.23: 2 with the overlap scheduler, else 1)."""
+    spec_tokens = int(options.get("speculative_num_draft_tokens") or 0)
+    given_running = options.get("max_running_requests")
+    running = given_running or (rules["spec_max_running_requests_default"] if spec_tokens else None)
+    r = float(options.get("mamba_full_memory_ratio") or rules["mamba_full_memory_ratio_default"])
+    radix_off = bool(options.get("disable_radix_cache"))
+    extra = bool(options.get("extra_buffer"))
+    sizing = rules["hybrid_mamba_sizing"]
+    base = rules["mamba_slots_per_request_base"]
+    if sizing == "ratio_split":
+        tracking = (1 if spec_tokens else 2) if extra else 0
+    else:
+        tracking = (2 if options.get("overlap", True) else 1) if extra else 0
+    ratio = 1 if radix_off else base + tracking
+    given_slots = options.get("max_mamba_cache_size")
+    intermediate = 0
+    if sizing == "ratio_split":
+        if spec_tokens:
+            intermediate = per_req * running * spec_tokens
+            rest_gib -= intermediate / float(GIB)
+        if given_slots:
+            slots = int(given_slots)
+        elif radix_off and running:
+            slots = int(running)
+        else:
+            slots = int((rest_gib * r / (1 + r) * GIB) // per_req)
+        state = slots * per_req
+    else:
+        if given_slots:
+            slots = int(given_slots)
+        elif radix_off and running:
+            slots = int(running)
+        else:
+            budget = rest_gib * r / (1 + r) * GIB
+            if spec_tokens:
+                slots = int((budget - per_req * (1 + spec_tokens)) // (per_req * (1 + spec_tokens / float(ratio))))
+            else:
+                slots = int((budget - per_req) // per_req)
+        if spec_tokens:
+            capped = slots if (radix_off and not given_slots) else min(max(1, int(running)), slots // ratio)
+            intermediate = per_req * (capped + 1) * spec_tokens
+            rest_gib -= intermediate / float(GIB)
+        state = (slots + 1) * per_req
+    rest_gib -= state / float(GIB)
+    facts = {"sizing": sizing, "state_bytes_per_request": per_req, "state_slots": slots,
+             "state_pool_bytes": state, "state_pool_gb": _r(state / float(GIB)),
+             "spec_intermediate_bytes": intermediate, "spec_intermediate_gb": _r(intermediate / float(GIB)),
+             "mamba_full_memory_ratio": r, "slots_per_running_request": ratio,
+             "max_running_requests_given": given_running, "max_running_requests_assumed": running}
+    if sizing != "ratio_split":
+        facts["not_modelled"] = ("SGLang %s's joint solve is modelled on its standard path only (one pipeline "
+                                 "stage, no attention DP, no ReplaySSM, no fused draft state)" % rules["from_release"])
+    return rest_gib, facts
+
+
+HYBRID_OPTIONS = {"speculative_num_draft_tokens": "int", "max_running_requests": "int", "max_mamba_cache_size": "int",
+                  "mamba_full_memory_ratio": "float", "extra_buffer": "bool", "disable_radix_cache": "bool",
+                  "context_len": "int", "overlap": "bool"}
+
+
+def hybrid_options(options):
+    """The hybrid option dict checked: known keys, numbers that are numbers (None / '' for "not given")."""
+    out = {}
+    for key, value in dict(options or {}).items():
+        kind = HYBRID_OPTIONS.get(key)
+        if kind is None:
+            raise PlanError("hybrid.%s is not an option (%s)" % (key, ", ".join(sorted(HYBRID_OPTIONS))))
+        if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+            continue
+        if kind == "bool":
+            out[key] = value if isinstance(value, bool) else str(value).strip().lower() in ("1", "true", "yes", "on")
+        elif kind == "int":
+            out[key] = _checked("hybrid." + key, value, minimum=0, integer=True, maximum=1 << 40)
+            out[key] = int(out[key])
+        else:
+            out[key] = float(_checked("hybrid." + key, value, minimum=0, maximum=1e6))
+    return out
+
+
+def running_cap(rules, tokens, facts, context_len, page_size=1):
+    """The cap on running requests: 0.5.9 init_memory_pool (given, else min(max(tokens / context x 512, 2048),
+    4096)); 0.5.23 resolve_max_num_reqs (given, else that estimate, both at most tokens // 2); then at most the
+    state slots // slots per request."""
+    given = facts["max_running_requests_assumed"]
+    estimate = int(tokens / float(context_len or 1) * 512)
+    if rules["hybrid_mamba_sizing"] == "ratio_split":
+        cap = given if given else min(max(estimate, 2048), 4096)
+    else:
+        cap = min(max(1, given), tokens // 2) if given else min(max(min(estimate, 4096), 2048), tokens // 2)
+    by_state = facts["state_slots"] // facts["slots_per_running_request"]
+    return min(cap, by_state), by_state < cap
 
 
 def load_model_config(model_path):
@@ -163,6 +324,11 @@ def normalize_geometry(geometry):
         raise PlanError("geometry (%s) needs %s" % (geometry["attention"], ", ".join(missing)))
     for key in need:
         geometry[key] = _checked("geometry." + key, geometry[key], minimum=1, integer=True, maximum=1 << 24)
+    if geometry.get("hybrid"):
+        for key in HYBRID_KEYS + ("kv_layers", "linear_layers"):
+            if not geometry.get(key):
+                raise PlanError("geometry (hybrid) needs %s" % key)
+            geometry[key] = _checked("geometry." + key, geometry[key], minimum=1, integer=True, maximum=1 << 24)
     return geometry
 
 
@@ -178,18 +344,21 @@ def dtype_bytes(kv_dtype, model_dtype=None):
 
 def cell_size(geometry, elem_bytes, tp):
     """Bytes of KV cache per token per rank, as SGLang's get_cell_size_per_token computes it."""
+    layers = geometry.get("kv_layers") or geometry["num_layers"]   # a hybrid model: its full-attention layers
     if geometry["attention"] == "mla":
-        return (geometry["kv_lora_rank"] + geometry["qk_rope_head_dim"]) * geometry["num_layers"] * elem_bytes
+        return (geometry["kv_lora_rank"] + geometry["qk_rope_head_dim"]) * layers * elem_bytes
     kv_heads_per_rank = max(1, geometry["num_kv_heads"] // tp)
-    return kv_heads_per_rank * geometry["head_dim"] * geometry["num_layers"] * 2 * elem_bytes
+    return kv_heads_per_rank * geometry["head_dim"] * layers * 2 * elem_bytes
 
 
 def describe_cell(geometry, elem_bytes, tp):
     if geometry["attention"] == "mla":
         return "MLA (%d + %d) x %d layers x %d bytes" % (
             geometry["kv_lora_rank"], geometry["qk_rope_head_dim"], geometry["num_layers"], elem_bytes)
-    return "MHA %d KV heads/rank x %d head_dim x %d layers x 2 (K,V) x %d bytes" % (
-        max(1, geometry["num_kv_heads"] // tp), geometry["head_dim"], geometry["num_layers"], elem_bytes)
+    return "MHA %d KV heads/rank x %d head_dim x %d %slayers x 2 (K,V) x %d bytes" % (
+        max(1, geometry["num_kv_heads"] // tp), geometry["head_dim"],
+        geometry.get("kv_layers") or geometry["num_layers"], "full-attention " if geometry.get("hybrid") else "",
+        elem_bytes)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -309,7 +478,7 @@ def _checked(name, value, minimum=None, integer=False, allow_none=False, maximum
 
 def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_available_bytes=None,
               hicache=True, ratio=2.0, size_gb=0, kv_dtype="auto", page_size=1, name=None, release=None,
-              draft_geometry=None):
+              draft_geometry=None, hybrid=None):
     """One plan: a dict of numbers, ``fits``, ``problems`` and a one-paragraph ``summary``.
 
     Every bad number (not a number, NaN, infinite, negative, out of range) is a PlanError naming the input
@@ -350,6 +519,24 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
 
     tokens, rest, available = device_tokens(total_gib, weights_gib, mem_fraction_static, cell, page_size)
     problems = []
+    hybrid_facts = None
+    if geometry.get("hybrid"):
+        # a hybrid model: the Mamba state pool comes out of the same rest before the KV pool (release's rule)
+        per_req = mamba_bytes_per_req(geometry, tp)
+        hybrid = hybrid_options(hybrid)
+        kv_rest, hybrid_facts = hybrid_state(rules, rest, per_req, hybrid)
+        tokens = int(kv_rest * (1 << 30)) // cell if kv_rest > 0 else 0
+        if tokens > 0:
+            tokens = tokens // page_size * page_size
+        if hybrid_facts["state_slots"] <= 0:
+            problems.append("no room for the hybrid model's state pool: %.2f GiB left after the weights and the "
+                            "speculative reserve, %.1f MiB of state per request (SGLang: \"Not enough GPU memory "
+                            "for hybrid (mamba/linear-attention) state cache\")"
+                            % (kv_rest, per_req / float(1 << 20)))
+        context = (hybrid or {}).get("context_len") or geometry.get("context_len") or 1
+        cap, capped = running_cap(rules, max(tokens, 0), hybrid_facts, context, page_size)
+        hybrid_facts.update(kv_rest_gb=_r(kv_rest, 3), running_request_cap=cap, capped_by_state=capped,
+                            context_len=context)
     plan = {
         "name": name,
         "tp": tp,
@@ -373,6 +560,8 @@ def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_ava
         "hicache_size_gb": size_gb or 0,
         "sglang_rules": dict(rules, note=rules_note, release=release or None),
     }
+    if hybrid_facts is not None:
+        plan["hybrid"] = hybrid_facts
     if tokens <= 0:
         problems.append(
             "no room for the KV cache: %.2f GiB free after %.2f GiB of weights, but mem_fraction_static %.2f keeps "
@@ -466,6 +655,16 @@ def summarize(plan):
             "KV cache per rank: %.2f GB (GiB, as SGLang prints it) = %s tokens at %s bytes per token (%s)."
             % (plan["kv_gb_per_rank"], "{:,}".format(plan["kv_tokens_per_rank"]),
                "{:,}".format(plan["cell_size_bytes"]), plan["cell_size_formula"]))
+    if plan.get("hybrid"):
+        h = plan["hybrid"]
+        parts.append(
+            "Hybrid model (%s): %.1f MiB of Gated DeltaNet state per request per rank; state pool %s slots = %.2f GB "
+            "(GiB)%s; at most %d running requests (%d state slots each%s)."
+            % (h["sizing"], h["state_bytes_per_request"] / float(1 << 20), "{:,}".format(h["state_slots"]),
+               h["state_pool_gb"],
+               (", speculative reserve %.2f GB" % h["spec_intermediate_gb"]) if h["spec_intermediate_bytes"] else "",
+               h["running_request_cap"], h["slots_per_running_request"],
+               ", the state pool is the limit" if h["capped_by_state"] else ""))
     if plan["hicache"] and "host_pool_bytes_per_rank" in plan:
         what = ("--hicache-size %s" % plan["hicache_size_gb"]) if plan["hicache_size_gb"] else \
             ("ratio %s" % plan["hicache_ratio"])
@@ -489,14 +688,15 @@ def summarize(plan):
 
 
 COMPARE_KEYS = ("name", "tp", "mem_fraction_static", "ratio", "size_gb", "kv_dtype", "page_size", "hicache",
-                "weights_gb_per_gpu")
+                "weights_gb_per_gpu", "hybrid")
 
 
 def compare(base, alternatives):
     """Plans for ``alternatives`` (dicts overriding ``base``'s make_plan arguments), plus a text table.
 
     ``base`` holds make_plan's keyword arguments; an alternative may override name, tp, mem_fraction_static,
-    ratio, size_gb (a ratio given alone clears size_gb), kv_dtype, page_size, hicache, weights_gb_per_gpu.
+    ratio, size_gb (a ratio given alone clears size_gb), kv_dtype, page_size, hicache, weights_gb_per_gpu, and a
+    hybrid model's settings (hybrid: a dict over the base's).
     """
     rows = []
     plans = []
@@ -511,6 +711,9 @@ def compare(base, alternatives):
                 continue
             if key == "weights_gb_per_gpu":
                 args["weights_gib"] = value
+            elif key == "hybrid":
+                # a hybrid model's settings: these keys over the base's (e.g. {max_running_requests: 128})
+                args["hybrid"] = dict(base.get("hybrid") or {}, **dict(value))
             else:
                 args[key] = value
         if alt.get("ratio") is not None and alt.get("size_gb") is None:
@@ -533,6 +736,9 @@ def compare(base, alternatives):
                 "fits": plan["fits"],
             }
         )
+        if plan.get("hybrid"):
+            rows[-1].update(state_slots=plan["hybrid"]["state_slots"], state_gb=plan["hybrid"]["state_pool_gb"],
+                            running_cap=plan["hybrid"]["running_request_cap"])
     return rows, plans, format_table(rows)
 
 
@@ -550,6 +756,10 @@ def format_table(rows):
         ("ram_left_after_pinning_gb", "RAM left GB"),
         ("fits", "fits"),
     )
+    if any("state_slots" in row for row in rows):
+        # a hybrid model: its state pool and the cap on running requests, side by side
+        columns = columns[:6] + (("state_slots", "state slots"), ("state_gb", "state GiB"),
+                                 ("running_cap", "max running")) + columns[6:]
 
     def cell(value):
         if value is None:

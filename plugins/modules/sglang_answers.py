@@ -132,7 +132,7 @@ def main():
             url=dict(type="str", default="http://127.0.0.1:30000"),
             api_key=dict(type="str", default="", no_log=True),
             prompts=dict(type="list", elements="str", required=True),
-            max_tokens=dict(type="int", default=32),
+            max_tokens=dict(type="int", default=32, no_log=False),
             repeat=dict(type="int", default=2),
             identity=dict(type="dict", required=True),
             state_file=dict(type="path", required=True),

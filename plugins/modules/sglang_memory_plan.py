@@ -126,7 +126,8 @@ options:
     description:
       - Alternatives to plan side by side. Each is a dict overriding the options above, with keys
         C(name), C(tp), C(mem_fraction_static), C(ratio), C(size_gb), C(kv_dtype), C(page_size), C(hicache),
-        C(weights_gb_per_gpu).
+        C(weights_gb_per_gpu), and C(hybrid) (keys over those of O(hybrid), e.g. C(max_running_requests) 128); a hybrid
+        model's table adds its state slots, state GiB and the cap on running requests.
     type: list
     elements: dict
     default: []
@@ -148,6 +149,19 @@ options:
     description:
       - Explicit KV geometry of the draft model, with the keys of O(geometry); overrides O(draft_model_path).
     type: dict
+  hybrid:
+    description:
+      - A hybrid Gated DeltaNet model's serving settings, for its state pool (the geometry comes from C(config.json),
+        its C(layer_types) / C(full_attention_interval) and C(linear_*)) - C(speculative_num_draft_tokens) (0 without
+        speculative decoding), C(max_running_requests), C(max_mamba_cache_size), C(mamba_full_memory_ratio),
+        C(extra_buffer) (C(--mamba-scheduler-strategy) / C(--mamba-radix-cache-strategy) V(extra_buffer)),
+        C(disable_radix_cache), C(context_len) (C(--context-length), else the model's).
+      - The state pool is sized by the release's rule from its wheel (C(hybrid_mamba_sizing)) and comes out of the
+        memory left after the weights before the KV pool, which counts the full-attention layers only; the plan
+        returns RV(hybrid) (state bytes per request, state slots, the speculative reserve, the cap on running
+        requests).
+    type: dict
+    default: {}
   running_service:
     description:
       - The server's systemd unit (V(sglang-kimi) or V(sglang-kimi.service)). When it is running, the plan is made
@@ -269,6 +283,14 @@ kv_rest_gb:
   description: GiB left for the KV cache (SGLang's rest_memory).
   returned: always
   type: float
+hybrid:
+  description:
+    - A hybrid model's state pool per rank - C(sizing) (the release's rule), C(state_bytes_per_request),
+      C(state_slots), C(state_pool_bytes), C(state_pool_gb), C(spec_intermediate_bytes) (the speculative reserve),
+      C(slots_per_running_request), C(running_request_cap), C(capped_by_state), C(kv_rest_gb), and
+      C(not_modelled) where the release's rule is modelled on its standard path only.
+  returned: when the model is hybrid
+  type: dict
 kv_tokens_per_rank:
   description: KV cache tokens per rank (SGLang's max_total_num_tokens before speculative headroom).
   returned: always
@@ -458,6 +480,7 @@ def main():
             mem_available_gb=dict(type="float"),
             compare=dict(type="list", elements="dict", default=[]),
             running_service=dict(type="str"),
+            hybrid=dict(type="dict", default={}),
         ),
         required_one_of=[("model_path", "geometry")],
         supports_check_mode=True,
@@ -548,6 +571,7 @@ def main():
             page_size=params["page_size"],
             release=params["release"],
             draft_geometry=draft_geometry,
+            hybrid=params["hybrid"],
         )
         plan = mp.make_plan(**base)
         rows, plans, table = mp.compare(base, params["compare"])

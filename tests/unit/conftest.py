@@ -26,6 +26,8 @@ def make_standin_model(kind, path):
     safetensors shards and their index, a few bytes per tensor): what the server role's model preflight reads."""
     subprocess.run([sys.executable, STANDIN_MODEL, kind, str(path)], check=True)
     return str(path)
+
+
 TESTHOST_PYC = os.path.join(ROOT, "tests", "testhost", "gpuserve_test_pyc.py")
 
 

@@ -49,7 +49,21 @@ def test_production_profile_plan_inputs(tmp_path):
     assert rc == 0, out[-3000:]
     assert inputs == {"tp": 8, "mem_fraction_static": 0.88, "hicache": True, "ratio": 4.0, "size_gb": 0,
                       "page_size": 1, "kv_dtype": "auto", "model_path": "/models/Kimi-K2.5-INT4",
-                      "draft_model_path": "/models/Kimi-K2.5-EAGLE3"}
+                      "draft_model_path": "/models/Kimi-K2.5-EAGLE3", "hybrid": dict(NO_HYBRID, speculative_num_draft_tokens=3)}
+
+
+NO_HYBRID = {"speculative_num_draft_tokens": 0, "max_running_requests": None, "max_mamba_cache_size": None,
+             "mamba_full_memory_ratio": None, "extra_buffer": False, "disable_radix_cache": False, "context_len": None}
+
+
+def test_qwen_profile_plan_inputs_carry_the_hybrid_settings(tmp_path):
+    """issue 24: the hybrid model's serving settings reach the memory plan (option hybrid)."""
+    rc, out, inputs = run_flags(tmp_path, ['{"sglang_profile": "qwen35_397b_a17b_nvfp4", "sglang_model_path": "/q",'
+                                           ' "sglang_args": {"max-running-requests": 64, "mamba-full-memory-ratio": 0.5}}'])
+    assert rc == 0, out[-3000:]
+    assert inputs["hybrid"] == dict(NO_HYBRID, speculative_num_draft_tokens=4, extra_buffer=True,
+                                    max_running_requests=64, mamba_full_memory_ratio=0.5)
+    assert inputs["hicache"] is False and inputs["mem_fraction_static"] == 0.85
 
 
 def test_custom_profile_aliases_and_defaults(tmp_path):
@@ -58,7 +72,8 @@ def test_custom_profile_aliases_and_defaults(tmp_path):
                                            ' "enable-hierarchical-cache": true, "kv-cache-dtype": "fp8_e4m3"}}'])
     assert rc == 0, out[-3000:]
     assert inputs == {"tp": 2, "mem_fraction_static": 0.88, "hicache": True, "ratio": 2.0, "size_gb": 30,
-                      "page_size": 64, "kv_dtype": "fp8_e4m3", "model_path": "/m", "draft_model_path": ""}
+                      "page_size": 64, "kv_dtype": "fp8_e4m3", "model_path": "/m", "draft_model_path": "",
+                      "hybrid": NO_HYBRID}
 
 
 def test_unknown_profile_refused_by_the_entry_points_argument_specs(tmp_path):

@@ -778,11 +778,11 @@ def hybrid_script(release="0.5.9", tp=8, mamba_ranks=None, host_ranks=None):
     script = server_script(tp=tp, hicache_ranks=[])
     extra = []
     for rank in range(tp) if mamba_ranks is None else mamba_ranks:
-        extra.append((1.1, "[%s TP%d] %s" % (STAMP, rank, _fill(release, "mamba_pool", "ssm_state size: {_2:.2f}GB ",
-                                                                 tokens=412, _1=0.5, _2=9.75))))
+        text = _fill(release, "mamba_pool", "ssm_state size: {_2:.2f}GB ", tokens=412, _1=0.5, _2=9.75)
+        extra.append((1.1, "[%s TP%d] %s" % (STAMP, rank, text)))
     for rank in host_ranks or []:
-        extra.append((2.0, "[%s TP%d] %s" % (STAMP, rank, _fill(release, "hicache_mamba_host_pool", "Mamba",
-                                                                 gb=20.5, tokens=824, layout="page_first"))))
+        text = _fill(release, "hicache_mamba_host_pool", "Mamba", gb=20.5, tokens=824, layout="page_first")
+        extra.append((2.0, "[%s TP%d] %s" % (STAMP, rank, text)))
     script["lines"] = sorted(script["lines"] + extra, key=lambda item: item[0])
     return script
 
@@ -827,8 +827,8 @@ def test_a_hybrid_model_with_hicache_on_0_5_23_needs_the_mamba_host_pool_on_ever
 
     def script(host_ranks):
         base = hybrid_script(release="0.5.23", tp=2, host_ranks=host_ranks)
-        kv = [(2.0, "[%s TP%d] %s" % (STAMP, rank, _fill("0.5.23", "hicache_host_pool", "hierarchical KV host pool",
-                                                          tokens=318554, gb=20.85, pool="kv"))) for rank in range(2)]
+        text = _fill("0.5.23", "hicache_host_pool", "hierarchical KV host pool", tokens=318554, gb=20.85, pool="kv")
+        kv = [(2.0, "[%s TP%d] %s" % (STAMP, rank, text)) for rank in range(2)]
         base["lines"] = sorted(base["lines"] + kv, key=lambda item: item[0])
         return base
 
