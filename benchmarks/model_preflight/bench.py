@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Benchmark: the model preflight (module_utils/_model_check.py, issue 24) on a model the size of Kimi-K2.5 INT4.
 

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """STAND-IN model directories for the molecule scenarios (test fixture; never used by the product).
 
