@@ -3,7 +3,11 @@
 (flags, sandboxing, the API key only as ${SGLANG_ROUTER_API_KEY}), secrets under no_log, and the fleet filters."""
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import subprocess
+import sys
 
 import jinja2
 import pytest
@@ -46,11 +50,13 @@ def _render_unit(**over):
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
                              trim_blocks=True, undefined=jinja2.StrictUndefined)
     env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
+    env.filters["hash"] = lambda text, kind: hashlib.new(kind, text.encode()).hexdigest()
+    env.globals["lookup"] = lambda plugin, path: open(path, encoding="utf-8").read()
     for name, func in systemd.FilterModule().filters().items():
         env.filters["gpuserve.sglang." + name] = func
     variables = dict(DEFAULTS)
     variables.update({
-        "ansible_managed": "Ansible managed",
+        "ansible_managed": "Ansible managed", "role_path": ROLE,
         "_router_worker_urls": ["http://w1:30000", "http://w2:30000"],
         "_router_env_file": "/etc/sglang-router/sglang-router.env",
         "_router_flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
@@ -71,7 +77,7 @@ def _settings(text):
 
 def test_unit_from_data_with_sandboxing():
     s = _settings(_render_unit())
-    assert s["ExecStart"] == ["/opt/sglang-router/venv/bin/python -m sglang_router.launch_router --host 0.0.0.0 "
+    assert s["ExecStart"] == ["/opt/sglang-router/venv/bin/python /usr/local/lib/gpuserve-sglang/sglang_router_launch.py --host 0.0.0.0 "
                               "--port 30000 --policy cache_aware --worker-urls http://w1:30000 http://w2:30000 "
                               "--prometheus-port 29000"]
     assert s["User"] == ["sglang-router"] and s["EnvironmentFile"] == ["/etc/sglang-router/sglang-router.env"]
@@ -81,11 +87,54 @@ def test_unit_from_data_with_sandboxing():
     assert "DeviceAllow" not in s            # no GPU devices for the router
 
 
-def test_api_key_only_through_the_environment_file():
+def test_api_key_only_through_the_environment_file_never_on_the_command_line():
+    """issue 23: ``--api-key ${SGLANG_ROUTER_API_KEY}`` in ExecStart put the key into /proc/<pid>/cmdline (every
+    local user reads it); the launcher hands it over inside the process. The unit names the launcher's sha256, so
+    a changed launcher restarts the router."""
     text = _render_unit(sglang_router_api_key="s3cret-router-key")
     assert "s3cret-router-key" not in text
-    assert _settings(text)["ExecStart"][0].endswith(" --api-key ${SGLANG_ROUTER_API_KEY}")
-    assert "--api-key" not in _render_unit()
+    assert "--api-key" not in _settings(text)["ExecStart"][0] and "${SGLANG_ROUTER_API_KEY}" not in text
+    assert text == _render_unit()   # the unit does not depend on the key; the environment file holds it
+    with open(os.path.join(ROLE, "files", "sglang_router_launch.py"), "rb") as handle:
+        assert "Launcher sha256:\n# %s\nExecStart=" % hashlib.sha256(handle.read()).hexdigest() in text
+
+
+LAUNCHER = os.path.join(ROLE, "files", "sglang_router_launch.py")
+FAKE_ROUTER = """
+import json, os, sys
+with open('/proc/self/cmdline', 'rb') as handle:
+    cmdline = handle.read().split(b'\\0')
+print(json.dumps({'argv': sys.argv[1:], 'cmdline': [c.decode() for c in cmdline if c],
+                  'env_key': os.environ.get('SGLANG_ROUTER_API_KEY'), 'name': __name__}))
+"""
+
+
+def _launch(tmp_path, args, key=None):
+    (tmp_path / "fake_router.py").write_text(FAKE_ROUTER)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path), SGLANG_ROUTER_MODULE="fake_router")
+    env.pop("SGLANG_ROUTER_API_KEY", None)
+    if key is not None:
+        env["SGLANG_ROUTER_API_KEY"] = key
+    return subprocess.run([sys.executable, LAUNCHER] + args, env=env, capture_output=True, text=True, timeout=60,
+                          check=False)
+
+
+def test_the_launcher_hands_the_key_over_inside_the_process(tmp_path):
+    proc = _launch(tmp_path, ["--host", "0.0.0.0", "--port", "30000"], key="sk-router-42")
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout)
+    assert seen["name"] == "__main__"                      # run as python -m sglang_router.launch_router would
+    assert seen["argv"] == ["--host", "0.0.0.0", "--port", "30000", "--api-key", "sk-router-42"]
+    assert not any("sk-router-42" in part for part in seen["cmdline"])   # what every local user can read
+    assert seen["env_key"] is None                          # not passed on to what the router starts
+    proc = _launch(tmp_path, ["--port", "30000"])
+    assert json.loads(proc.stdout)["argv"] == ["--port", "30000"]
+
+
+def test_the_launcher_refuses_a_key_on_its_command_line(tmp_path):
+    for args in (["--api-key", "visible"], ["--api-key=visible"]):
+        proc = _launch(tmp_path, args)
+        assert proc.returncode == 2 and "--api-key on the command line is refused" in proc.stderr
 
 
 def test_secrets_never_logged():

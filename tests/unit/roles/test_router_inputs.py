@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""router role: every input validated as the server's are, full matches (issue 23: three patterns anchored with
+``$`` let a trailing newline through), the launcher's path too. The role's preflight runs on this machine in one
+ansible-playbook (conftest.run_preflight_batch); nothing is installed."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import batch_key, run_preflight_batch
+
+PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.router
+        tasks_from: preflight.yml
+    - ansible.builtin.debug:
+        msg: PASSED
+"""
+WORKERS = {"sglang_router_worker_urls": ["http://10.0.0.1:30000"]}
+
+REFUSED = [
+    ("sglang_router_version", "0.3.2\n", "sglang_router_version must be an exact release such as 0.3.2"),
+    ("sglang_router_service_name", "sglang-router\n", "sglang_router_service_name is not a unit name"),
+    ("sglang_router_user", "sglang\n", "sglang_router_user is not a user name"),
+    ("sglang_router_worker_urls", ["http://10.0.0.1:30000\n"], 'not a worker base URL (http(s)://host:port): "http://10.0.0.1:30000\\n"'),
+    ("sglang_router_launch_script", "relative/launch.py", "sglang_router_launch_script must be an absolute path"),
+    ("sglang_router_launch_script", "/usr/local/lib/x y.py", "sglang_router_launch_script must be an absolute path"),
+    ("sglang_router_launch_script", "/usr/local/lib/launch.py\nExecStartPre=/bin/sh", "sglang_router_launch_script must be an absolute path"),
+]
+PASSING = [{}, {"sglang_router_launch_script": "/opt/gpuserve/router_launch.py"}]
+
+
+@pytest.fixture(scope="module")
+def preflight(tmp_path_factory):
+    return run_preflight_batch(tmp_path_factory.mktemp("router-inputs"), PLAY, WORKERS,
+                               [(name, value) for name, value, _msg in REFUSED], PASSING)
+
+
+@pytest.mark.parametrize("name,value,message", REFUSED)
+def test_refused_with_a_trailing_newline_or_a_bad_path(preflight, name, value, message):
+    rc, out = preflight[batch_key({name: value})]
+    assert rc != 0 and "PASSED" not in out
+    assert message in out, out[-2000:]
+
+
+@pytest.mark.parametrize("variables", PASSING)
+def test_good_inputs_pass(preflight, variables):
+    rc, out = preflight[batch_key(variables)]
+    assert rc == 0 and "PASSED" in out, out[-3000:]
