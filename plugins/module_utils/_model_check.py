@@ -51,17 +51,21 @@ def _names(items):
     return shown + (" and %d more" % (len(items) - SHOWN) if len(items) > SHOWN else "")
 
 
-def _read_json(path):
-    """(document, error): error is a sentence when the file is missing or not JSON."""
+def _read_json(path, with_bytes=False):
+    """(document, error), and the file's bytes with ``with_bytes``: error is a sentence when the file is missing
+    or not JSON."""
+    raw = b""
     try:
         with open(path, "rb") as handle:
-            return json.loads(handle.read().decode("utf-8")), ""
+            raw = handle.read()
+        document, error = json.loads(raw.decode("utf-8")), ""
     except FileNotFoundError:
-        return None, "missing"
+        document, error = None, "missing"
     except (IOError, OSError) as exc:
-        return None, "unreadable (%s)" % exc.strerror
+        document, error = None, "unreadable (%s)" % exc.strerror
     except (ValueError, UnicodeDecodeError):
-        return None, "not JSON"
+        document, error = None, "not JSON"
+    return (document, error, raw) if with_bytes else (document, error)
 
 
 def _text_config(config):
@@ -304,18 +308,14 @@ def check_one(item, release, entry, compute_caps, deadline, clock, deep):
         return ["%s directory %s %s" % (what.capitalize(), path,
                                         "is not a directory" if os.path.exists(path) else "does not exist")], [], found
     problems, notes = [], []
-    config, error = _read_json(os.path.join(path, "config.json"))
+    config, error, raw = _read_json(os.path.join(path, "config.json"), with_bytes=True)
     if not isinstance(config, dict):
         return ["%s %s: config.json is %s" % (what, path, error or "not a JSON object")], notes, found
     architectures = config.get("architectures")
     architecture = architectures[0] if isinstance(architectures, list) and architectures else ""
     found["architecture"] = architecture
     found["hybrid"] = is_hybrid(config)
-    try:
-        with open(os.path.join(path, "config.json"), "rb") as handle:
-            found["config_sha256"] = hashlib.sha256(handle.read()).hexdigest()
-    except (IOError, OSError):
-        found["config_sha256"] = ""
+    found["config_sha256"] = hashlib.sha256(raw).hexdigest()
     known = entry.get("architectures") or []
     if not architecture:
         problems.append("%s %s: config.json names no architectures" % (what, path))

@@ -805,10 +805,7 @@ class ServiceRunner(object):
             where += ("; journald suppressed %d lines of this invocation (rate limit), the missing lines may be "
                       "among them: raise RateLimitBurst= in journald.conf or the unit's LogRateLimitBurst="
                       % self.watch.dropped)
-        info = self.watch.texts.info
-        read_as = "SGLang %s, texts of %s" % (info.get("release") or "(release unknown)", ", ".join(info["tables"]))
-        if info.get("note"):
-            read_as += " (%s)" % info["note"]
+        read_as = self.read_as()
         if self.watch.hicache_unread:
             unread = [self.mask(line) for line in self.watch.hicache_unread]
             where += "; seen instead, in no known form: %s" % " | ".join(unread)
@@ -816,6 +813,12 @@ class ServiceRunner(object):
                   "lines (text family hicache_host_pool: %s; read as %s), ranks missing: %s%s"
                   % (self.result["invocation_id"], len(seen), expected,
                      " or ".join("'%s'" % text for text in self.watch.texts.hicache_texts), read_as, missing, where))
+
+    def read_as(self):
+        """Which release's texts the journal was read with, for a failure that names a text family."""
+        info = self.watch.texts.info
+        read_as = "SGLang %s, texts of %s" % (info.get("release") or "(release unknown)", ", ".join(info["tables"]))
+        return read_as + (" (%s)" % info["note"] if info.get("note") else "")
 
     def check_hybrid(self):
         """A hybrid model (Gated DeltaNet / Mamba layers): the Mamba state pool on every rank before the ready
@@ -831,10 +834,7 @@ class ServiceRunner(object):
             self.hybrid_settled = True
             self.settle()
             return self.check_hybrid()
-        info = texts.info
-        read_as = "SGLang %s, texts of %s" % (info.get("release") or "(release unknown)", ", ".join(info["tables"]))
-        if info.get("note"):
-            read_as += " (%s)" % info["note"]
+        read_as = self.read_as()
         summary = self.watch.hybrid_summary(expected)
         if len(self.watch.mamba) < expected:
             missing = (", ".join("TP%d" % rank for rank in summary["ranks_missing"]) if "ranks_missing" in summary

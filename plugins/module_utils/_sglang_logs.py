@@ -248,6 +248,16 @@ def rank_keys(tags):
     return sorted(tags, key=_tag_sort_key)
 
 
+def ranks_missing(tags, expected_ranks):
+    """{ranks_missing: [n, ...]} of the plain TP ranks below ``expected_ranks`` without a line, or
+    {ranks_missing_count: n} when the tags are not plain TPn (DP / PP / EP tags)."""
+    tags = list(tags)
+    if all(tag == "" or PURE_TP_RE.match(tag) for tag in tags):
+        seen = set(rank_keys(tags))
+        return {"ranks_missing": [rank for rank in range(expected_ranks) if rank not in seen]}
+    return {"ranks_missing_count": max(0, expected_ranks - len(tags))}
+
+
 def mask_secrets(text, secrets=()):
     """Secrets masked in every form SGLang prints them (_secrets.mask), and any known secret value."""
     return _secrets.mask(text, secrets)
@@ -412,12 +422,7 @@ class LogWatch(object):
             "host_pool_gb_total": round(sum(values), 2) if values else 0.0,
         }
         if expected_ranks:
-            tags = list(self.hicache)
-            if all(tag == "" or PURE_TP_RE.match(tag) for tag in tags):
-                seen = set(rank_keys(tags))
-                summary["ranks_missing"] = [rank for rank in range(expected_ranks) if rank not in seen]
-            else:
-                summary["ranks_missing_count"] = max(0, expected_ranks - len(tags))
+            summary.update(ranks_missing(self.hicache, expected_ranks))
         if self.hicache_late:
             summary["ranks_after_ready"] = rank_keys(self.hicache_late)
         if self.hicache_tokens:
@@ -441,12 +446,7 @@ class LogWatch(object):
         summary = {"ranks_seen": rank_keys(self.mamba), "ranks_expected": expected_ranks,
                    "state_slots_per_rank": min(self.mamba.values()) if self.mamba else None}
         if expected_ranks:
-            tags = list(self.mamba)
-            if all(tag == "" or PURE_TP_RE.match(tag) for tag in tags):
-                seen = set(rank_keys(tags))
-                summary["ranks_missing"] = [rank for rank in range(expected_ranks) if rank not in seen]
-            else:
-                summary["ranks_missing_count"] = max(0, expected_ranks - len(tags))
+            summary.update(ranks_missing(self.mamba, expected_ranks))
         if self.hicache_mamba:
             summary["host_pool_ranks_seen"] = rank_keys(self.hicache_mamba)
             summary["host_pool_gb_per_rank"] = max(self.hicache_mamba.values())
