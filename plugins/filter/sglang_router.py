@@ -29,6 +29,40 @@ def sglang_worker_urls(hosts, hostvars, default_port=30000, scheme="http"):
     return urls
 
 
+def _url(scheme, address, port):
+    address = str(address)
+    if ":" in address and not address.startswith("["):
+        address = "[%s]" % address
+    return "%s://%s:%d" % (scheme, address, port)
+
+
+def sglang_worker_aliases(hosts, hostvars, default_port=30000, scheme="http"):
+    """{primary URL (sglang_worker_urls): [the other URLs a router may list the same server by]} per host: its
+    inventory name, ansible_host, a non-wildcard, non-loopback sglang_host, and, where facts were gathered, its
+    FQDN and default IPv4/IPv6 addresses, each on the same port. The drain and the re-add map what a router lists
+    back to the host through them (one identity per worker, whichever name registered it)."""
+    out = {}
+    for host in hosts or []:
+        primary = sglang_worker_urls([host], hostvars, default_port, scheme)[0]
+        hv = hostvars[host] if host in hostvars else {}
+        port = int(hv.get("sglang_port") or default_port)
+        facts = hv.get("ansible_facts") or {}
+        names = [host, hv.get("ansible_host"), hv.get("sglang_host"),
+                 facts.get("fqdn"), (facts.get("default_ipv4") or {}).get("address"),
+                 (facts.get("default_ipv6") or {}).get("address")]
+        urls = []
+        for name in names:
+            if not name or not isinstance(name, str) or name.strip("[]") in LOOPBACK + WILDCARDS:
+                continue
+            if any(ord(c) < 33 for c in name) or "/" in name or "@" in name:
+                continue
+            url = _url(scheme, name.strip("[]"), port)
+            if url != primary and url not in urls:
+                urls.append(url)
+        out[primary] = urls
+    return out
+
+
 def sglang_worker_loopback(hosts, hostvars):
     """The hosts whose server listens on loopback only (sglang_host 127.0.0.1 / localhost / ::1 or unset:
     the server role's default): a router on another host cannot reach them."""
@@ -81,6 +115,7 @@ class FilterModule(object):
     def filters(self):
         return {
             "sglang_worker_urls": sglang_worker_urls,
+            "sglang_worker_aliases": sglang_worker_aliases,
             "sglang_worker_loopback": sglang_worker_loopback,
             "sglang_router_urls": sglang_router_urls,
             "sglang_health_url": sglang_health_url,

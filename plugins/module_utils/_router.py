@@ -17,6 +17,20 @@ timeout; what was still in flight then is reported as cut. Safety (refused befor
 than ``max_unavailable`` fleet workers out of a router (the batch counted in), never the last healthy worker of a
 router.
 
+One identity per worker: the routers list a worker by the URL it was registered with (the inventory's
+``http://<host>:<port>``, or an address of ``sglang_router_worker_urls``). Each worker is named by its primary URL
+(the inventory's) and may have aliases (its other addresses, same port); whatever a router lists is mapped back to
+the primary through them, the drain removes and the re-add puts back the URL that router listed. A batch worker
+that no router lists while the routers list URLs no fleet worker is known by is refused, naming what they list.
+
+Reconcile: a fleet worker whose own ``/health`` answers 200 but that a router does not list (left out by an earlier
+failed re-add) is put back before a drain, and by the router role's verify, and said so: "already out" is never a
+reason to keep capacity out.
+
+A re-add carries the key the workers need (``worker_api_key``: the router passes it on to that worker); an answer
+"already exists" (SMG keeps a removed worker about 5 s in ``draining``) is not success: the re-add waits until the
+old entry is gone and posts again.
+
 Everything here takes its HTTP, clock and sleep as arguments, so the logic is tested without a network.
 """
 
@@ -91,8 +105,25 @@ class Fleet(object):
     """The routers of a fleet and what they say about their workers."""
 
     def __init__(self, routers, http=http_call, clock=time.monotonic, sleep=time.sleep, poll=0.5,
-                 worker_health_path="/health", worker_metrics_path="/metrics", headers=None):
+                 worker_health_path="/health", worker_metrics_path="/metrics", headers=None, aliases=None,
+                 worker_api_key=None, listed_as=None):
         self.routers = [normalize_url(r) for r in routers]
+        # every name a worker may be listed by -> its primary URL
+        self.primary_of = {}
+        for primary, names in (aliases or {}).items():
+            primary = normalize_url(primary)
+            self.primary_of[primary] = primary
+            for name in names or []:
+                self.primary_of.setdefault(normalize_url(name), primary)
+        self.worker_api_key = worker_api_key
+        # {router: {primary: the URL that router listed it by}}, from the drain
+        self.listed_as = dict((normalize_url(r), dict((normalize_url(p), normalize_url(u)) for p, u in m.items()))
+                              for r, m in (listed_as or {}).items())
+        # where a worker's own /health and /metrics are asked: the URL the routers list it by
+        self.reach = {}
+        for router in sorted(self.listed_as):
+            for primary, url in sorted(self.listed_as[router].items()):
+                self.reach.setdefault(primary, url)
         self.http = http
         self.clock = clock
         self.sleep = sleep
@@ -113,7 +144,30 @@ class Fleet(object):
         except (ValueError, AttributeError):
             raise RouterError("router %s: GET /workers is not JSON: %s" % (router, text[:200]))
         return dict((normalize_url(w.get("url", "")), {"id": w.get("id"), "is_healthy": bool(w.get("is_healthy")),
-                                                       "load": int(w.get("load") or 0)}) for w in listed)
+                                                       "load": int(w.get("load") or 0),
+                                                       "status": w.get("status")}) for w in listed)
+
+    def view(self, router):
+        """{primary URL: entry (with its listed "url")} of one router: every listed URL mapped to the worker it
+        names; a URL no fleet worker is known by stays under its own name. A worker SMG is still removing
+        (status draining) is leaving, not listed."""
+        out = {}
+        for url, entry in self.workers(router).items():
+            if entry.get("status") == "draining":
+                continue
+            primary = self.primary_of.get(url, url)
+            out[primary] = dict(entry, url=url)
+            self.reach.setdefault(primary, url)
+        return out
+
+    def foreign(self, views, known):
+        """URLs listed by a router that name no worker in known (primaries), by router."""
+        out = {}
+        for router, view in sorted(views.items()):
+            urls = sorted(entry["url"] for primary, entry in view.items() if primary not in known)
+            if urls:
+                out[router] = urls
+        return out
 
     def router_healthy(self, router):
         return self.http("GET", router + "/health", headers=self.headers)[0] == 200
@@ -121,14 +175,48 @@ class Fleet(object):
     def snapshot(self):
         return dict((router, self.workers(router)) for router in self.routers)
 
+    def views(self):
+        return dict((router, self.view(router)) for router in self.routers)
+
     def worker_in_flight(self, worker):
-        code, text = self.http("GET", worker + self.worker_metrics_path)
+        code, text = self.http("GET", self.reach.get(worker, worker) + self.worker_metrics_path)
         if code != 200:
             return None
         return in_flight_from_metrics(text)
 
     def worker_healthy(self, worker):
-        return self.http("GET", worker + self.worker_health_path)[0] == 200
+        return self.http("GET", self.reach.get(worker, worker) + self.worker_health_path)[0] == 200
+
+    def post(self, router, worker):
+        """POST one worker to one router by the URL that router knew it by; True when accepted, False when the
+        router still holds a leaving entry ("already exists": post again later)."""
+        url = self.listed_as.get(router, {}).get(worker) or self.reach.get(worker, worker)
+        body = {"url": url}
+        if self.worker_api_key:
+            body["api_key"] = self.worker_api_key
+        code, text = self.http("POST", router + "/workers", body, headers=self.headers)
+        if code in (200, 201, 202):
+            self.log.append("added %s to %s" % (url, router))
+            return True
+        if code == 409 or "already exists" in text:
+            return False
+        raise RouterError("router %s: POST /workers %s answered %s: %s" % (router, url, code, text[:200]))
+
+    def put_back(self, workers):
+        """Reconcile: every worker of workers that answers its own /health 200 but is not listed by a router is
+        added to it. Returns {worker: [routers]} of what was put back."""
+        put = {}
+        healthy = {}
+        for router in self.routers:
+            view = self.view(router)
+            for worker in workers:
+                if worker in view:
+                    continue
+                if worker not in healthy:
+                    healthy[worker] = self.worker_healthy(worker)
+                if healthy[worker] and self.post(router, worker):
+                    put.setdefault(worker, []).append(router)
+        return put
 
     # --- safety --------------------------------------------------------------------------------------
     @staticmethod
@@ -155,18 +243,18 @@ class Fleet(object):
         """DELETE each batch worker from each router that lists it; wait until no router lists any."""
         changed = False
         for router in self.routers:
-            listed = self.workers(router)
+            listed = self.view(router)
             for worker in batch:
                 if worker in listed:
                     code, text = self.http("DELETE", router + "/workers/" + str(listed[worker]["id"]),
                                            headers=self.headers)
                     if code not in (200, 202, 204):
                         raise RouterError("router %s: DELETE %s answered %s: %s" % (router, worker, code, text[:200]))
-                    self.log.append("removed %s from %s" % (worker, router))
+                    self.log.append("removed %s from %s" % (listed[worker]["url"], router))
                     changed = True
         deadline = self.clock() + timeout
         while True:
-            left = [(r, w) for r in self.routers for w in batch if w in self.workers(r)]
+            left = [(r, w) for r in self.routers for w in batch if w in self.view(r)]
             if not left:
                 return changed
             if self.clock() >= deadline:
@@ -205,16 +293,23 @@ class Fleet(object):
                                   % (", ".join(pending), self.worker_health_path, timeout))
             self.sleep(self.poll)
         changed = False
-        for router in self.routers:
-            listed = self.workers(router)
-            for worker in batch:
-                if worker not in listed:
-                    code, text = self.http("POST", router + "/workers", {"url": worker}, headers=self.headers)
-                    if code not in (200, 201, 202) and "already exists" not in text:
-                        raise RouterError("router %s: POST /workers %s answered %s: %s"
-                                          % (router, worker, code, text[:200]))
-                    self.log.append("added %s to %s" % (worker, router))
-                    changed = True
+        while True:
+            waiting = []
+            for router in self.routers:
+                listed = self.view(router)
+                for worker in batch:
+                    if worker in listed:
+                        continue
+                    if self.post(router, worker):
+                        changed = True
+                    else:
+                        waiting.append("%s on %s" % (worker, router))
+            if not waiting:
+                break
+            if self.clock() >= deadline:
+                raise RouterError("router still holds the old entry of %s ('already exists') after %ss: not put back"
+                                  % (", ".join(waiting), timeout))
+            self.sleep(self.poll)
         self.wait_listed_healthy(batch, deadline)
         return changed
 
@@ -226,7 +321,7 @@ class Fleet(object):
                 if not self.router_healthy(router):
                     missing.append("%s: /health not 200" % router)
                     continue
-                listed = self.workers(router)
+                listed = self.view(router)
                 for worker in batch:
                     if worker not in listed:
                         missing.append("%s not listed on %s" % (worker, router))
@@ -245,40 +340,70 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
     batch = [normalize_url(w) for w in params.get("workers") or []]
     fleet = [normalize_url(w) for w in params.get("fleet") or []] or batch
     fleet = sorted(set(fleet) | set(batch))
+    aliases = dict((normalize_url(k), v) for k, v in (params.get("aliases") or {}).items())
+    for worker in fleet:
+        aliases.setdefault(worker, [])
     headers = {}
     if params.get("api_key"):
         headers["Authorization"] = "Bearer %s" % params["api_key"]
     state = params.get("state", "verified")
     fl = Fleet(routers, http=http, clock=clock, sleep=sleep, poll=params.get("poll_interval", 0.5),
                worker_health_path=params.get("worker_health_path", "/health"),
-               worker_metrics_path=params.get("worker_metrics_path", "/metrics"), headers=headers)
-    result = {"changed": False, "state": state, "workers": batch, "routers": {}, "log": fl.log}
+               worker_metrics_path=params.get("worker_metrics_path", "/metrics"), headers=headers,
+               aliases=aliases, worker_api_key=params.get("worker_api_key"), listed_as=params.get("listed_as"))
+    result = {"changed": False, "state": state, "workers": batch, "routers": {}, "log": fl.log, "put_back": {}}
     started = clock()
     if not routers:
         raise Refused("no router given")
     if state == "drained":
-        before = fl.snapshot()
-        listed_somewhere = [w for w in batch if any(w in listed for listed in before.values())]
+        before = fl.views()
+        result["listed_as"] = dict((router, dict((w, view[w]["url"]) for w in batch if w in view))
+                                   for router, view in before.items())
+        unlisted = [w for w in batch if not any(w in view for view in before.values())]
+        foreign = fl.foreign(before, set(fleet))
+        if unlisted and foreign:
+            raise Refused(
+                "worker(s) %s listed by no router under any of their names (%s); the routers list URLs that name "
+                "no worker of the fleet: %s. Nothing was changed: name each worker as its routers do "
+                "(sglang_router_worker_address on the worker's host)"
+                % (", ".join(unlisted), "; ".join("%s: %s" % (w, ", ".join([w] + list(aliases.get(w) or [])))
+                                                   for w in unlisted),
+                   "; ".join("%s lists %s" % (r, ", ".join(u)) for r, u in sorted(foreign.items()))))
+        if not check_mode:
+            result["put_back"] = fl.put_back([w for w in fleet if w not in batch])
+            if result["put_back"]:
+                before = fl.views()
+        listed_somewhere = [w for w in batch if any(w in view for view in before.values())]
         if listed_somewhere:
             fl.check_safe(before, batch, fleet, int(params.get("max_unavailable", 1)))
         if check_mode:
             result["changed"] = bool(listed_somewhere)
         else:
-            result["changed"] = fl.remove(batch, float(params.get("timeout", 120)))
+            result["changed"] = fl.remove(batch, float(params.get("timeout", 120))) or bool(result["put_back"])
             cut, waited = fl.wait_drained(batch, float(params.get("drain_timeout", 300)))
             result["in_flight_at_end"] = cut
             result["drain_seconds"] = waited
             result["cut"] = dict((w, n) for w, n in cut.items() if n)
             result["metrics_unavailable"] = sorted(w for w, n in cut.items() if n is None)
     elif state == "present":
-        before = fl.snapshot()
-        missing = [w for w in batch if any(w not in listed for listed in before.values())]
+        before = fl.views()
+        missing = [w for w in batch if any(w not in view for view in before.values())]
         if check_mode:
             result["changed"] = bool(missing)
         else:
             result["changed"] = fl.add(batch, float(params.get("timeout", 300)))
-    elif state == "verified":
-        fl.wait_listed_healthy(batch, clock() + float(params.get("timeout", 120)))
+    elif state in ("verified", "reconciled"):
+        wait_for = batch
+        if state == "reconciled" and check_mode:
+            views = fl.views()
+            would = [w for w in batch if any(w not in view for view in views.values()) and fl.worker_healthy(w)]
+            result["changed"] = bool(would)
+            result["would_put_back"] = would
+            wait_for = [w for w in batch if w not in would]
+        elif state == "reconciled":
+            result["put_back"] = fl.put_back(batch)
+            result["changed"] = bool(result["put_back"])
+        fl.wait_listed_healthy(wait_for, clock() + float(params.get("timeout", 120)))
     elif state != "status":
         raise Refused("unknown state %r" % state)
     result["routers"] = fl.snapshot()

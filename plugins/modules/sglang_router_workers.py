@@ -22,6 +22,16 @@ description:
     not list it, and waits until every router answers C(/health) 200 and lists every worker as healthy.
   - V(verified) changes nothing; every router answers C(/health) 200 and lists every worker as healthy (waits up
     to O(timeout)). V(status) only reads.
+  - V(reconciled) first puts back every worker of O(workers) that answers its own C(/health) with 200 but is not
+    listed by a router (left out by an earlier failed re-add; RV(put_back) says so), then verifies as V(verified).
+    V(drained) does the same for the rest of O(fleet) before its safety check, so a worker left out earlier never
+    keeps capacity out.
+  - Each worker is named by its URL in O(workers) and O(fleet) and may be listed by the routers under one of its
+    O(aliases); the drain removes the entry each router lists and returns it in RV(listed_as), which the re-add
+    takes back. A batch worker no router lists while the routers list URLs that name no fleet worker is refused,
+    naming those URLs, before anything changes.
+  - A re-add answered "already exists" (a gateway still removing the old entry) is posted again once the old entry
+    is gone, within O(timeout).
   - Runs where it is delegated (it needs HTTP to the routers and the workers), Python standard library only.
 author:
   - gpuserve.sglang maintainers (@gpuserve)
@@ -57,7 +67,7 @@ options:
   state:
     description: What to do (see the description).
     type: str
-    choices: [drained, present, verified, status]
+    choices: [drained, present, verified, reconciled, status]
     default: verified
   max_unavailable:
     description: At most this many fleet workers out of a router at once, the batch counted in.
@@ -74,6 +84,23 @@ options:
   api_key:
     description: Bearer key sent to the routers' API, when they require one.
     type: str
+  worker_api_key:
+    description:
+      - The key the workers require (their C(--api-key)), sent with each worker put back through the API so that
+        the router passes it on to that worker (a worker added without one stays unreachable behind a key).
+    type: str
+  aliases:
+    description:
+      - Other URLs a worker may be listed by, keyed by its URL in O(workers) or O(fleet) (the filter
+        P(gpuserve.sglang.sglang_worker_aliases#filter) builds them from the inventory).
+    type: dict
+    default: {}
+  listed_as:
+    description:
+      - For V(present), the URL each router listed each worker by before the drain (RV(listed_as) of the drain);
+        that URL is the one put back.
+    type: dict
+    default: {}
   worker_health_path:
     description: The workers' health path.
     type: str
@@ -131,6 +158,18 @@ metrics_unavailable:
   description: Drained workers whose /metrics did not answer.
   returned: state=drained
   type: list
+listed_as:
+  description: By router, the URL it listed each worker of the batch by before the drain.
+  returned: state=drained
+  type: dict
+put_back:
+  description: Workers that answered their own health check but were not listed, put back, with the routers.
+  returned: always
+  type: dict
+would_put_back:
+  description: In check mode, the workers V(reconciled) would put back.
+  returned: state=reconciled and check mode
+  type: list
 log:
   description: What was removed from or added to which router.
   returned: always
@@ -152,11 +191,15 @@ def main():
             routers=dict(type="list", elements="str", required=True),
             workers=dict(type="list", elements="str", default=[]),
             fleet=dict(type="list", elements="str", default=[]),
-            state=dict(type="str", choices=["drained", "present", "verified", "status"], default="verified"),
+            state=dict(type="str", choices=["drained", "present", "verified", "reconciled", "status"],
+                       default="verified"),
             max_unavailable=dict(type="int", default=1),
             drain_timeout=dict(type="float", default=300),
             timeout=dict(type="float", default=120),
             api_key=dict(type="str", no_log=True),
+            worker_api_key=dict(type="str", no_log=True),
+            aliases=dict(type="dict", default={}),
+            listed_as=dict(type="dict", default={}),
             worker_health_path=dict(type="str", default="/health"),
             worker_metrics_path=dict(type="str", default="/metrics"),
             poll_interval=dict(type="float", default=0.5),
@@ -168,6 +211,18 @@ def main():
         for url in params[name]:
             if not url.startswith(("http://", "https://")):
                 module.fail_json(msg="%s: %r is not an http(s) URL" % (name, url))
+    for worker, names in params["aliases"].items():
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+            module.fail_json(msg="aliases: %r must map to a list of URLs" % worker)
+        for url in [worker] + names:
+            if not url.startswith(("http://", "https://")) or any(ord(c) < 32 for c in url):
+                module.fail_json(msg="aliases: %r is not an http(s) URL" % url)
+    for router, names in params["listed_as"].items():
+        if not isinstance(names, dict):
+            module.fail_json(msg="listed_as: %r must map worker URLs to listed URLs" % router)
+        for url in list(names) + list(names.values()):
+            if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+                module.fail_json(msg="listed_as: %r is not an http(s) URL" % (url,))
     if not params["routers"]:
         module.fail_json(msg="routers: at least one router URL is needed")
     if params["max_unavailable"] < 1:

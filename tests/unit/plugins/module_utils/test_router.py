@@ -43,12 +43,20 @@ class FakeFleet(object):
         self.metrics = metrics
         self.now = 0.0
         self.calls = []
+        self.bodies = []
+        self.smg = False          # SMG 1.13: a removed worker stays listed as draining for a few polls, POST 409s
+        self.draining = {}        # (router, url) -> polls left
 
     def clock(self):
         return self.now
 
     def sleep(self, seconds):
         self.now += seconds
+        for key in list(self.draining):
+            self.draining[key] -= 1
+            if self.draining[key] <= 0:
+                del self.draining[key]
+                self.lists[key[0]].pop(key[1], None)
         for w in self.in_flight:
             self.in_flight[w] = max(0, self.in_flight[w] - 1)
 
@@ -68,11 +76,18 @@ class FakeFleet(object):
                 wid = path.split("/")[-1]
                 for k, v in list(workers.items()):
                     if v["id"] == wid:
-                        del workers[k]
+                        if self.smg:
+                            v["status"] = "draining"
+                            self.draining[(base, k)] = 3
+                        else:
+                            del workers[k]
                 return 202, json.dumps({"status": "accepted", "worker_id": wid})
             if method == "POST" and path == "/workers":
                 url = body["url"]
+                self.bodies.append((base, body))
                 if url in workers:
+                    if self.smg:
+                        return 409, json.dumps({"error": "Worker %s already exists" % url})
                     return 202, json.dumps({"status": "accepted"})
                 workers[url] = {"id": "id-" + url[7:9], "is_healthy": self.up.get(url, False), "load": 0}
                 return 202, json.dumps({"status": "accepted"})
@@ -182,3 +197,78 @@ def test_module_refuses_a_batch_over_max_unavailable_before_any_call():
                           input=json.dumps(args), capture_output=True, text=True, env=env, check=False)
     out = json.loads(proc.stdout)
     assert out["failed"] and "more than max_unavailable=1" in out["msg"]
+
+
+# --- issue 23: the key on a re-add, SMG's "already exists", one identity per worker, reconcile ------------------
+
+def test_readd_hands_the_workers_key_to_every_router():
+    fake = FakeFleet()
+    go(fake)
+    go(fake, state="present", worker_api_key="sk-worker")
+    assert [b for r, b in fake.bodies] == [{"url": W[0], "api_key": "sk-worker"}] * 2
+    assert all(listed[W[0]]["is_healthy"] for listed in fake.lists.values())
+
+
+def test_readd_while_smg_still_drains_the_old_entry_posts_again():
+    fake = FakeFleet()
+    fake.smg = True
+    go(fake)                       # DELETE: SMG keeps the entry as "draining" for a few polls
+    result = go(fake, state="present")
+    assert result["changed"] is True
+    # the 409 "already exists" was not taken for success: posted again once the old entry was gone
+    posts = [r for r, b in fake.bodies]
+    assert posts.count(R[0]) >= 2
+    assert all(W[0] in listed and "status" not in listed[W[0]] for listed in fake.lists.values())
+
+
+def test_drain_finds_the_worker_by_the_address_the_routers_list():
+    ip = "http://10.0.0.1:30000"
+    fake = FakeFleet(workers=[ip] + W[1:])
+    fake.in_flight[ip] = 2
+    fake.up[ip] = True
+    result = go(fake, aliases={W[0]: [ip]})
+    assert all(ip not in listed for listed in fake.lists.values())
+    assert result["listed_as"] == {R[0]: {W[0]: ip}, R[1]: {W[0]: ip}}
+    assert result["in_flight_at_end"] == {W[0]: 0}              # asked where the routers reach it
+    assert ("GET", ip + "/metrics") in fake.calls
+    again = go(fake, state="present", listed_as=result["listed_as"], aliases={W[0]: [ip]})
+    assert again["changed"] is True
+    assert [b["url"] for r, b in fake.bodies] == [ip, ip]       # put back as it was listed, not twice
+    assert all(ip in listed and W[0] not in listed for listed in fake.lists.values())
+
+
+def test_a_batch_no_router_lists_is_refused_naming_what_they_list():
+    ip = "http://10.0.0.1:30000"
+    fake = FakeFleet(workers=[ip] + W[1:])
+    fake.up[W[0]] = True
+    fake.in_flight[W[0]] = 0
+    with pytest.raises(Refused, match=r"listed by no router.*gw-1:30000 lists http://10.0.0.1:30000"):
+        go(fake)
+    assert not [c for c in fake.calls if c[0] != "GET"]
+
+
+def test_a_worker_left_out_earlier_is_put_back_before_the_next_drain():
+    fake = FakeFleet()
+    for listed in fake.lists.values():          # an earlier re-add failed: w3 is out of both routers
+        del listed[W[2]]
+    result = go(fake)                           # drain w1: before, "already out: w3" refused it for good
+    assert result["put_back"] == {W[2]: R}
+    assert all(W[2] in listed and W[0] not in listed for listed in fake.lists.values())
+
+
+def test_a_down_worker_is_not_put_back_and_still_counts_as_out():
+    fake = FakeFleet()
+    for listed in fake.lists.values():
+        del listed[W[2]]
+    fake.up[W[2]] = False
+    with pytest.raises(Refused, match="max_unavailable=1"):
+        go(fake)
+    assert not [c for c in fake.calls if c[0] != "GET"]
+
+
+def test_reconciled_puts_back_a_healthy_worker_and_says_so():
+    fake = FakeFleet()
+    del fake.lists[R[1]][W[3]]
+    result = go(fake, state="reconciled", workers=W, timeout=5)
+    assert result["changed"] is True and result["put_back"] == {W[3]: [R[1]]}
+    assert go(fake, state="reconciled", workers=W, timeout=5)["changed"] is False
