@@ -337,8 +337,14 @@ class ServiceRunner(object):
             path = self.state_store.write(self.unit, record)
             self.result["state_file"] = {"path": path, "written": True}
         except (IOError, OSError) as exc:
-            self.result["state_file"] = {"path": self.state_store.path(self.unit), "written": False,
-                                         "error": str(exc)}
+            # Loud, not fatal: the server is proven now and must not be rolled back for a full /var/lib, but once
+            # this start leaves the journal a later verify could only say "never verified" (issue 22).
+            path = self.state_store.path(self.unit)
+            self.result["state_file"] = {"path": path, "written": False, "error": str(exc)}
+            self.result.setdefault("notices", []).append(
+                "the state file %s could not be written (%s): invocation %s is verified now, but once its start-up "
+                "lines leave the journal a later verify cannot prove it; free the space and run the verify again"
+                % (path, exc, self.result["invocation_id"]))
 
     def hicache_summary(self, expected):
         facts = self.facts

@@ -561,6 +561,21 @@ def test_state_file_verify_fails_when_the_main_process_changed_or_fatal_text_is_
     assert not ok and "Scheduler hit an exception" in res["msg"]
 
 
+def test_a_state_file_that_cannot_be_written_is_said_not_silent(tmp_path):
+    """Issue 22: a full /var/lib left the state file unwritten without a word; the start itself stays verified."""
+    class FullDisk(StateFile):
+        def write(self, unit, record):
+            raise OSError(28, "No space left on device")
+
+    host = FakeHost([server_script()])
+    ok, res = runner(host, state="verified", health_url="http://x:1/health",
+                     state_store=FullDisk(str(tmp_path / "state"))).execute()
+    assert ok, res.get("msg")
+    assert res["state_file"]["written"] is False and "No space left" in res["state_file"]["error"]
+    assert any("could not be written" in n and "No space left" in n and res["invocation_id"] in n
+               for n in res["notices"])
+
+
 def test_restart_writes_the_state_file_and_check_mode_does_not(tmp_path):
     store = StateFile(str(tmp_path / "state"))
     host = FakeHost([server_script(), server_script()], drain=2.0)
