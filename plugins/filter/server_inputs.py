@@ -20,12 +20,13 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
-from ansible.module_utils.six import string_types
 
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_unit_extra
 from ansible_collections.gpuserve.sglang.plugins.module_utils._strays import match_problems
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import (
     USER_NAME_RE, control_problem, unit_name_problem)
+
+string_types = (str,)  # text on the controller (ansible's tagged and unsafe strings are str)
 
 SECRETS = ("sglang_api_key", "sglang_admin_api_key")
 UNIT_LISTS = ("sglang_unit_after", "sglang_unit_wants", "sglang_unit_wanted_by")
@@ -122,6 +123,15 @@ def sglang_input_problems(inputs):
     launch = inputs.get("sglang_launch_script")
     if launch and not _text(launch).startswith("/"):
         add("sglang_launch_script %r must be an absolute path or empty" % (launch,))
+    # Paths a root unit's ExecStart takes (the textfile timer: sglang_textfile.py --record ... --out ...); the unit
+    # line itself is quoted by sglang_cmdline, these must be absolute paths a file can have (issue 22).
+    for name in ("sglang_record_json_file", "sglang_metrics_textfile_dir"):
+        if name in inputs and not re.fullmatch(r"/[^\s\x00-\x1f\x7f]*[^/\s\x00-\x1f\x7f]", _text(inputs[name])):
+            add("%s %r must be an absolute path without spaces or control characters" % (name, inputs[name]))
+    if "sglang_metrics_textfile_interval" in inputs:
+        interval = inputs["sglang_metrics_textfile_interval"]
+        if isinstance(interval, bool) or not re.fullmatch(r"[1-9][0-9]{0,5}", _text(interval)):
+            add("sglang_metrics_textfile_interval %r must be a whole number of seconds, 1 or more" % (interval,))
     for path in _unit_list(inputs.get("sglang_unit_read_write_paths")):
         if not re.fullmatch(r"-?/[^\s\x00-\x1f\x7f]*", _text(path)):
             add("sglang_unit_read_write_paths: %r must be an absolute path without spaces" % (path,))

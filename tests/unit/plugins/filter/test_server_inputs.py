@@ -151,3 +151,24 @@ def test_stop_processes_fine():
     assert f.sglang_input_problems({"sglang_stop_processes": ["sglang_standin --port 30007"],
                                     "sglang_stop_processes_timeout": 30}) == []
     assert f.sglang_input_problems({"sglang_stop_processes": [], "sglang_stop_processes_timeout": 0}) == []
+
+
+# Issue 22: the textfile timer's ExecStart took these raw into a root unit.
+@pytest.mark.parametrize("name", ["sglang_record_json_file", "sglang_metrics_textfile_dir"])
+@pytest.mark.parametrize("bad", ["relative/path", "/etc/sglang/x y.json", "/etc/sglang/a\nExecStartPre=/bin/sh",
+                                 "/etc/sglang/", ""])
+def test_textfile_paths_must_be_absolute_plain_paths(name, bad):
+    problems = f.sglang_input_problems(dict(DEFAULTS, **{name: bad}))
+    assert any(p.startswith(name) for p in problems), problems
+
+
+@pytest.mark.parametrize("good", ["/etc/sglang/sglang-kimi.record.json", "/var/lib/node_exporter/textfile_collector",
+                                  "/srv/100%/x.json"])
+def test_textfile_paths_that_are_fine(good):
+    assert f.sglang_input_problems(dict(DEFAULTS, sglang_record_json_file=good, sglang_metrics_textfile_dir=good)) == []
+
+
+@pytest.mark.parametrize("bad", [0, -5, "30s", True, "1\n", 10 ** 7])
+def test_textfile_interval_is_whole_seconds(bad):
+    problems = f.sglang_input_problems(dict(DEFAULTS, sglang_metrics_textfile_interval=bad))
+    assert any(p.startswith("sglang_metrics_textfile_interval") for p in problems), problems
