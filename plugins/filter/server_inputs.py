@@ -128,6 +128,9 @@ def sglang_input_problems(inputs):
     for name in ("sglang_record_json_file", "sglang_metrics_textfile_dir"):
         if name in inputs and not re.fullmatch(r"/[^\s\x00-\x1f\x7f]*[^/\s\x00-\x1f\x7f]", _text(inputs[name])):
             add("%s %r must be an absolute path without spaces or control characters" % (name, inputs[name]))
+    for name in ("sglang_backup_keep",):
+        if name in inputs and (isinstance(inputs[name], bool) or not re.fullmatch(r"[0-9]{1,4}", _text(inputs[name]))):
+            add("%s %r must be a whole number, 0 or more" % (name, inputs[name]))
     if "sglang_metrics_textfile_interval" in inputs:
         interval = inputs["sglang_metrics_textfile_interval"]
         if isinstance(interval, bool) or not re.fullmatch(r"[1-9][0-9]{0,5}", _text(interval)):
@@ -163,10 +166,25 @@ def sglang_input_problems(inputs):
     return list(dict.fromkeys(problems))
 
 
+def sglang_prune_copies(files, keep):
+    """The paths of ``find`` results to remove so that the newest ``keep`` stay: newest by the HOST's modification
+    time (then by path), never by a name the controller's clock made; ``keep`` 0 keeps none (issue 22)."""
+    try:
+        keep = int(keep)
+    except (TypeError, ValueError):
+        raise AnsibleFilterError("sglang_prune_copies: keep %r is not a whole number" % (keep,))
+    if keep < 0:
+        raise AnsibleFilterError("sglang_prune_copies: keep must be 0 or more, got %d" % keep)
+    ordered = sorted(files or [], key=lambda f: (float(f.get("mtime") or 0), f.get("path") or ""))
+    old = ordered[:-keep] if keep > 0 else ordered
+    return [f["path"] for f in old]
+
+
 class FilterModule(object):
     """The server role's inputs."""
 
     def filters(self):
         return {
             "sglang_input_problems": sglang_input_problems,
+            "sglang_prune_copies": sglang_prune_copies,
         }

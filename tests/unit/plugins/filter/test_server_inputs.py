@@ -172,3 +172,24 @@ def test_textfile_paths_that_are_fine(good):
 def test_textfile_interval_is_whole_seconds(bad):
     problems = f.sglang_input_problems(dict(DEFAULTS, sglang_metrics_textfile_interval=bad))
     assert any(p.startswith("sglang_metrics_textfile_interval") for p in problems), problems
+
+
+# Issue 22: the unit's timestamped copies were pruned by name (the controller's clock) and keep 0 kept everything.
+def test_prune_copies_by_the_hosts_mtime_not_the_name():
+    files = [{"path": "/b/u.service.20991231T000000000000Z", "mtime": 100.0},   # a controller clock ahead
+             {"path": "/b/u.service.20261201T000000000000Z", "mtime": 300.0},
+             {"path": "/b/u.service.20261202T000000000000Z", "mtime": 200.0}]
+    assert f.sglang_prune_copies(files, 2) == ["/b/u.service.20991231T000000000000Z"]
+    assert f.sglang_prune_copies(files, 5) == []
+
+
+def test_prune_copies_keep_zero_keeps_none():
+    files = [{"path": "/b/a", "mtime": 1.0}, {"path": "/b/b", "mtime": 2.0}]
+    assert f.sglang_prune_copies(files, 0) == ["/b/a", "/b/b"]
+    with pytest.raises(AnsibleFilterError):
+        f.sglang_prune_copies(files, -1)
+
+
+@pytest.mark.parametrize("bad", [-1, "five", True, "5\n"])
+def test_backup_keep_is_a_whole_number(bad):
+    assert any(p.startswith("sglang_backup_keep") for p in f.sglang_input_problems(dict(DEFAULTS, sglang_backup_keep=bad)))
