@@ -2,15 +2,15 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: demo test test-fast test-busy venv engine image lint sanity unit molecule build demo-clean reference clean
+.PHONY: demo test test-fast test-busy venv engine image lint sanity controllers unit molecule build demo-clean reference clean
 
 demo:                ## the full deploy against a local systemd test host
 	scripts/demo.sh
 
-test:                ## lint, sanity, unit tests and every molecule scenario
+test:                ## lint, the controller matrix (sanity), unit tests and every molecule scenario
 	scripts/test.sh
 
-test-fast:           ## the inner loop: lint, sanity, unit tests and one scenario: make test-fast S=server
+test-fast:           ## the inner loop: lint, controller matrix, unit tests and one scenario: make test-fast S=server
 	scripts/test.sh --fast $(S)
 
 test-busy:           ## make test beside a competing CPU load (stress-ng --cpu BUSY_CPUS, default 1): green or not
@@ -25,8 +25,11 @@ engine:
 lint: venv
 	ansible-lint --profile production
 
-sanity: venv
+sanity: venv         ## ansible-test sanity on the development controller (2.19)
 	scripts/sanity.sh
+
+controllers: venv    ## sanity and the plugin unit tests on ansible-core 2.17 (Python 3.11) and 2.21 (Python 3.12)
+	scripts/controller-matrix.sh
 
 unit: venv
 	tests/sglang_parser/setup-venv.sh

@@ -2,15 +2,20 @@
 # ansible-test sanity on the collection, offline-safe (see docs/development.md):
 # ansible-test bootstraps pip in each test venv with a script from Ansible's CI file server,
 # which is unreachable here; we put our own bootstrap script in its cache path. It runs
-# ensurepip and installs pip==24.2 (truststore: uses the system CA store) from a local wheel.
+# ensurepip and installs the pip it asks for (truststore: uses the system CA store) from a local wheel.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-VENV="$ROOT/.venv"
-PIPVER=24.2
+VENV="${SANITY_VENV:-$ROOT/.venv}"
+# The pip that this ansible-test bootstraps into its venvs (24.2 for 2.17-2.19, 25.2 for 2.21): read from it.
+PIPVER="$("$VENV/bin/python" -c '
+import os, re, ansible_test
+text = open(os.path.join(os.path.dirname(ansible_test.__file__), "_internal", "python_requirements.py")).read()
+match = re.search(r"pip=.([0-9.]+).", text)
+print(match.group(1) if match else "24.2")')"
 CACHE="$HOME/.ansible/test/cache"
 WHEELS="$ROOT/.cache/pip-bootstrap"
 mkdir -p "$CACHE" "$WHEELS"
-if ! ls "$WHEELS"/pip-$PIPVER-*.whl >/dev/null 2>&1; then
+if ! ls "$WHEELS"/pip-"$PIPVER"-*.whl >/dev/null 2>&1; then
   "$VENV/bin/python" -m pip download -q --no-deps -d "$WHEELS" "pip==$PIPVER"
 fi
 cat > "$CACHE/get_pip_${PIPVER//./_}.py" <<PY

@@ -18,7 +18,8 @@ from __future__ import annotations
 import re
 
 from ansible.errors import AnsibleFilterError
-from ansible.module_utils.six import string_types
+
+string_types = (str,)  # text on the controller (ansible's tagged and unsafe strings are str)
 
 CREATED_FLAG = "# file-created-by-role: yes"
 NEWLINE_FLAG = "# newline-added-by-role: yes"

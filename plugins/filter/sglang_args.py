@@ -21,11 +21,12 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
-from ansible.module_utils.six import string_types
 
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_secrets import SECRET_KEY_RE
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import control_problem
+
+string_types = (str,)  # text on the controller (ansible's tagged and unsafe strings are str)
 
 # SGLang 0.5.9 accepts these spellings of one setting; the first is the one this collection writes.
 ALIASES = {

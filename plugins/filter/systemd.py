@@ -20,10 +20,11 @@ import re
 
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
-from ansible.module_utils.six import string_types
 
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import sglang_argv
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import control_problem
+
+string_types = (str,)  # text on the controller (ansible's tagged and unsafe strings are str)
 
 _ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Words that need no quoting in ExecStart (and read the same in a shell).

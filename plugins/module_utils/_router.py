@@ -362,13 +362,12 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
         unlisted = [w for w in batch if not any(w in view for view in before.values())]
         foreign = fl.foreign(before, set(fleet))
         if unlisted and foreign:
+            names = "; ".join("%s: %s" % (w, ", ".join([w] + list(aliases.get(w) or []))) for w in unlisted)
+            seen = "; ".join("%s lists %s" % (r, ", ".join(u)) for r, u in sorted(foreign.items()))
             raise Refused(
                 "worker(s) %s listed by no router under any of their names (%s); the routers list URLs that name "
                 "no worker of the fleet: %s. Nothing was changed: name each worker as its routers do "
-                "(sglang_router_worker_address on the worker's host)"
-                % (", ".join(unlisted), "; ".join("%s: %s" % (w, ", ".join([w] + list(aliases.get(w) or [])))
-                                                   for w in unlisted),
-                   "; ".join("%s lists %s" % (r, ", ".join(u)) for r, u in sorted(foreign.items()))))
+                "(sglang_router_worker_address on the worker's host)" % (", ".join(unlisted), names, seen))
         if not check_mode:
             result["put_back"] = fl.put_back([w for w in fleet if w not in batch])
             if result["put_back"]:
