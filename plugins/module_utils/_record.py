@@ -85,7 +85,7 @@ def write_record(md_path, json_path, markdown, data, history_dir, service, keep,
     result["changed"] = True
     if check_mode:
         return result
-    previous = [(text, ext, path) for text, ext, path in ((old_md, "md", md_path), (old_json, "json", json_path))]
+    previous = [(old_md, "md", md_path), (old_json, "json", json_path)]
     if any(text is not None for text, dummy, dummy2 in previous):
         if not os.path.isdir(history_dir):
             os.makedirs(history_dir, 0o755)

@@ -32,7 +32,9 @@ def test_writes_both_then_changes_nothing_when_equal(paths):
 
 def test_the_replaced_pair_goes_to_the_history_by_the_hosts_clock_with_a_unique_suffix(paths):
     write(paths, "# one\n", {"n": 1})
-    clock = lambda: 1796300000.0          # noqa: E731 - the host's clock, not the controller's
+    def clock():                          # the host's clock, not the controller's
+        return 1796300000.0
+
     second = write(paths, "# two\n", {"n": 2}, now=clock, unique="abc123")
     base = os.path.join(paths["history_dir"], "sglang-kimi-20261203T121320Z-abc123")
     assert second["history"] == [base + ".md", base + ".json"]
