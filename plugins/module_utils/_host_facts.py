@@ -185,7 +185,7 @@ def unit_state(unit, run=subprocess.run, timeout=60):
     """{ActiveState, ActiveEnterTimestamp (--timestamp=unix), InvocationID, UnitFileState} of <unit>.service from
     systemctl show; {} when systemctl cannot answer."""
     try:
-        proc = run(["systemctl", "show", unit + ".service", "--timestamp=unix", "--property=ActiveState",
+        proc = run(["systemctl", "show", unit + ".service", "--timestamp=unix", "--property=ActiveState",  # pylint: disable=ansible-bad-function
                     "--property=ActiveEnterTimestamp", "--property=InvocationID", "--property=UnitFileState"],
                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, check=False,
                    env=dict(os.environ, LC_ALL="C", SYSTEMD_PAGER="", SYSTEMD_COLORS="0"))
@@ -200,7 +200,7 @@ def probe_python(python, run=subprocess.run, timeout=120):
     """{purelib, sglang (bool or None), error}: the interpreter's site-packages (isolated mode: no user site, no
     PYTHON* variables, as nccl_tuning asks it) and whether it can import SGLang."""
     try:
-        proc = run([python, "-I", "-c", PYTHON_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        proc = run([python, "-I", "-c", PYTHON_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                    timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return {"purelib": "", "sglang": None, "release": "", "error": "%s: %s" % (python, exc)}
@@ -234,7 +234,7 @@ def compute_caps(run=subprocess.run, which=None, timeout=60):
     if not nvidia_smi:
         return []
     try:
-        done = run([nvidia_smi] + _nvidia_smi.QUERY_GPU_ARGS, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        done = run([nvidia_smi] + _nvidia_smi.QUERY_GPU_ARGS, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                    timeout=timeout, check=False)
     except (OSError, subprocess.SubprocessError):
         return []

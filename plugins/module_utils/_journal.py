@@ -190,7 +190,7 @@ class JournalFollower(JournalReader):
         argv = self.command() + ["--follow", "--no-tail"]
         popen = self.popen or subprocess.Popen
         try:
-            self.proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environ)
+            self.proc = popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=environ)  # pylint: disable=ansible-bad-function
         except OSError as exc:
             raise JournalError("journalctl --follow could not start: %s" % exc)
         os.set_blocking(self.proc.stdout.fileno(), False)

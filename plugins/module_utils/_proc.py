@@ -32,7 +32,7 @@ def run(argv, timeout=DEFAULT_TIMEOUT, max_lines=None, env=None):
     environ = dict(os.environ)
     environ.update(env or {})
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environ)  # pylint: disable=ansible-bad-function
     except OSError as exc:
         return RunResult(127, "", "%s: %s" % (argv[0], exc))
     timed_out = []

@@ -155,7 +155,7 @@ def installed_release(python, run=None, timeout=30):
         return None
     try:
         if run is None:
-            proc = subprocess.run([python, "-I", "-c", RELEASE_PROBE], stdout=subprocess.PIPE,
+            proc = subprocess.run([python, "-I", "-c", RELEASE_PROBE], stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                                   stderr=subprocess.PIPE, timeout=timeout, check=False)
             rc, out = proc.returncode, proc.stdout.decode("utf-8", "replace")
         else:
