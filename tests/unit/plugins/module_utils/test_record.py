@@ -32,6 +32,7 @@ def test_writes_both_then_changes_nothing_when_equal(paths):
 
 def test_the_replaced_pair_goes_to_the_history_by_the_hosts_clock_with_a_unique_suffix(paths):
     write(paths, "# one\n", {"n": 1})
+
     def clock():                          # the host's clock, not the controller's
         return 1796300000.0
 
