@@ -392,17 +392,27 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
         else:
             result["changed"] = fl.add(batch, float(params.get("timeout", 300)))
     elif state in ("verified", "reconciled"):
+        deadline = clock() + float(params.get("timeout", 120))
         wait_for = batch
-        if state == "reconciled" and check_mode:
-            views = fl.views()
-            would = [w for w in batch if any(w not in view for view in views.values()) and fl.worker_healthy(w)]
-            result["changed"] = bool(would)
-            result["would_put_back"] = would
-            wait_for = [w for w in batch if w not in would]
-        elif state == "reconciled":
-            result["put_back"] = fl.put_back(batch)
-            result["changed"] = bool(result["put_back"])
-        fl.wait_listed_healthy(wait_for, clock() + float(params.get("timeout", 120)))
+        while state == "reconciled":
+            # a router that was just (re)started does not answer yet: poll it, as the verify does, until the deadline
+            try:
+                if check_mode:
+                    views = fl.views()
+                    would = [w for w in batch if any(w not in view for view in views.values()) and fl.worker_healthy(w)]
+                    result["changed"] = bool(would)
+                    result["would_put_back"] = would
+                    wait_for = [w for w in batch if w not in would]
+                else:
+                    for worker, put in fl.put_back(batch).items():
+                        result["put_back"].setdefault(worker, []).extend(put)
+                    result["changed"] = bool(result["put_back"])
+                break
+            except RouterError:
+                if clock() >= deadline:
+                    raise
+                sleep(fl.poll)
+        fl.wait_listed_healthy(wait_for, deadline)
     elif state != "status":
         raise Refused("unknown state %r" % state)
     result["routers"] = fl.snapshot()

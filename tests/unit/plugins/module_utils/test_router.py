@@ -44,6 +44,7 @@ class FakeFleet(object):
         self.now = 0.0
         self.calls = []
         self.bodies = []
+        self.router_down_calls = 0  # the router refuses this many calls first (just restarted)
         self.smg = False          # SMG 1.13: a removed worker stays listed as draining for a few polls, POST 409s
         self.draining = {}        # (router, url) -> polls left
 
@@ -65,6 +66,9 @@ class FakeFleet(object):
         base, dummy, path = url[7:].partition("/")
         base = "http://" + base
         path = "/" + path
+        if base in self.lists and self.router_down_calls > 0:
+            self.router_down_calls -= 1
+            return None, "<urlopen error [Errno 111] Connection refused>"
         if base in self.lists:
             workers = self.lists[base]
             if method == "GET" and path == "/health":
@@ -272,3 +276,13 @@ def test_reconciled_puts_back_a_healthy_worker_and_says_so():
     result = go(fake, state="reconciled", workers=W, timeout=5)
     assert result["changed"] is True and result["put_back"] == {W[3]: [R[1]]}
     assert go(fake, state="reconciled", workers=W, timeout=5)["changed"] is False
+
+
+def test_reconciled_waits_for_a_router_that_was_just_restarted():
+    """The router role verifies right after its restart: the first GET /workers is refused (molecule/router)."""
+    fake = FakeFleet(routers=[R[0]])
+    fake.router_down_calls = 5
+    del fake.lists[R[0]][W[1]]
+    result = go(fake, routers=[R[0]], state="reconciled", workers=W, timeout=30)
+    assert result["put_back"] == {W[1]: [R[0]]}
+    assert all(fake.lists[R[0]][w]["is_healthy"] for w in W)
