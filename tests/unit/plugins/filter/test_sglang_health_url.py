@@ -45,3 +45,17 @@ def test_the_role_and_every_playbook_derive_it_with_the_filter():
             text = handle.read()
         assert "'http://127.0.0.1:'" not in text, path
         assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000))" in text, path
+
+
+def test_no_playbook_or_role_builds_a_server_url_by_hand():
+    """bench.yml built http://<sglang_host>:<port> itself: an IPv6 sglang_host gave http://fd00::5:30000."""
+    for top in ("playbooks", "roles"):
+        for base, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            for name in files:
+                if name.endswith(".yml"):
+                    with open(os.path.join(base, name)) as handle:
+                        text = handle.read()
+                    assert "'http://' ~" not in text and '"http://" ~' not in text, os.path.join(base, name)
+    with open(os.path.join(ROOT, "playbooks", "bench.yml")) as handle:
+        assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000), '')" in handle.read()
+    assert sglang_health_url("fd00::5", 30000, "") == "http://[fd00::5]:30000"
