@@ -6,8 +6,11 @@
         --out /var/lib/prometheus/node-exporter/sglang-kimi.prom
 
 From systemd (``systemctl show``): NRestarts, ActiveState, InvocationID. From the deployment record's JSON twin:
-whether HiCache is configured, whether the running invocation is the one the role verified, and the benchmark
-baseline. The file is replaced atomically (written beside, then renamed). Standard library only.
+whether HiCache is configured and the benchmark baseline. The running invocation counts as verified when the record
+names it (a run of the role verified it) or when gpuserve.sglang.sglang_service's state file names it (with
+``--state-dir``): after a reboot or a crash that systemd recovered, ``verify.yml`` or the role's no-change path
+proves the new invocation and writes that file, and the metric clears without a changing run. The file is replaced
+atomically (written beside, then renamed). Standard library only.
 """
 from __future__ import annotations
 
@@ -33,17 +36,29 @@ def read_record(path):
         return {}
 
 
+def read_state(directory, unit):
+    """sglang_service's verified-start record of the unit ({} when there is none or it cannot be read)."""
+    if not directory:
+        return {}
+    state = read_record(os.path.join(directory, "%s.json" % unit))
+    return state if isinstance(state, dict) else {}
+
+
 def escape(value):
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def render(unit, props, record):
+def _verified_with_hicache(invocation, source):
+    return bool(invocation) and invocation == source.get("invocation_id") \
+        and bool((source.get("hicache") or {}).get("ranks_seen"))
+
+
+def render(unit, props, record, state=None):
     """The metrics in Prometheus' text format."""
     label = 'unit="%s"' % escape(unit)
     invocation = props.get("InvocationID", "")
-    hicache = record.get("hicache") or {}
     baseline = record.get("baseline") or {}
-    verified = bool(invocation) and invocation == record.get("invocation_id") and bool(hicache.get("ranks_seen"))
+    verified = _verified_with_hicache(invocation, record) or _verified_with_hicache(invocation, state or {})
     metrics = [
         ("sglang_unit_restarts_total", "counter", "Automatic restarts of the unit by systemd (NRestarts).",
          [(label, int(props.get("NRestarts") or 0))]),
@@ -76,8 +91,10 @@ def main(argv=None):
     parser.add_argument("--unit", required=True)
     parser.add_argument("--record", required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--state-dir", default="", help="sglang_service's state directory (/var/lib/gpuserve-sglang)")
     args = parser.parse_args(argv)
-    text = render(args.unit, systemd_properties(args.unit), read_record(args.record))
+    text = render(args.unit, systemd_properties(args.unit), read_record(args.record),
+                  read_state(args.state_dir, args.unit))
     directory = os.path.dirname(os.path.abspath(args.out))
     handle, tmp = tempfile.mkstemp(dir=directory, prefix=".sglang-textfile-")
     with os.fdopen(handle, "w") as out:

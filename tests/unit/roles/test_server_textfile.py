@@ -40,6 +40,35 @@ def test_another_invocation_is_not_verified():
     assert samples['sglang_hicache_expected{unit="sglang-kimi.service"}'] == "1"
 
 
+def test_after_a_reboot_the_state_file_verified_the_running_invocation(tmp_path):
+    """Issue 22: only a changing run rewrites the record, so after a reboot (or a crash systemd recovered) the alert
+    stayed firing although verify.yml proved the new invocation. sglang_service's state file names it."""
+    props = {"NRestarts": "0", "ActiveState": "active", "InvocationID": "def456"}
+    (tmp_path / "sglang-kimi.service.json").write_text(
+        '{"version": 1, "unit": "sglang-kimi.service", "invocation_id": "def456", "hicache": {"ranks_seen": [0, 1]}}')
+    state = tf.read_state(str(tmp_path), UNIT)
+    samples = _samples(tf.render(UNIT, props, RECORD, state))
+    assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "1"
+    # a state file of another invocation, or one without HiCache, or none at all: not verified
+    for other in ({"invocation_id": "abc999", "hicache": {"ranks_seen": [0]}},
+                  {"invocation_id": "def456", "hicache": {"ranks_seen": []}}, {}):
+        samples = _samples(tf.render(UNIT, props, RECORD, other))
+        assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "0", other
+    assert tf.read_state(str(tmp_path / "none"), UNIT) == {}
+    assert tf.read_state("", UNIT) == {}
+    (tmp_path / "sglang-kimi.service.json").write_text("not json")
+    assert tf.read_state(str(tmp_path), UNIT) == {}
+
+
+def test_the_timer_unit_passes_the_state_directory_sglang_service_writes():
+    import yaml  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR
+    with open(os.path.join(ROOT, "roles", "server", "tasks", "textfile.yml"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert "'--state-dir', '%s'" % STATE_DIR in text
+    yaml.safe_load(text)
+
+
 def test_no_record_no_baseline():
     samples = _samples(tf.render(UNIT, {"NRestarts": "0", "ActiveState": "failed", "InvocationID": ""}, {}))
     assert samples['sglang_unit_active{unit="sglang-kimi.service"}'] == "0"
@@ -53,7 +82,7 @@ def test_file_replaced(tmp_path, monkeypatch):
     record.write_text('{"invocation_id": "x"}')
     monkeypatch.setattr(tf, "systemd_properties", lambda unit: {"NRestarts": "1", "InvocationID": "x"})
     out = tmp_path / "sglang-kimi.prom"
-    assert tf.main(["--unit", UNIT, "--record", str(record), "--out", str(out)]) == 0
+    assert tf.main(["--unit", UNIT, "--record", str(record), "--out", str(out), "--state-dir", str(tmp_path)]) == 0
     assert 'sglang_unit_restarts_total{unit="sglang-kimi.service"} 1' in out.read_text()
     assert oct(out.stat().st_mode & 0o777) == "0o644"
     assert sorted(os.listdir(str(tmp_path))) == ["r.json", "sglang-kimi.prom"]
