@@ -178,3 +178,34 @@ def test_worker_and_router_urls_from_inventory():
     assert sglang_router.sglang_worker_loopback(["w1", "w2", "w3"], hv) == ["w2", "w3"]
     with pytest.raises(AnsibleFilterError, match="not a port number"):
         sglang_router.sglang_worker_urls(["x"], _HV({"x": {"sglang_port": "http"}}))
+
+
+def test_a_batch_is_drained_under_the_routers_lease_and_restart_yml_gives_it_back():
+    """Issue 22: two rollouts at once could each drain a worker of a two-worker router past the last healthy one,
+    and a router restart mid-drain lists the drained worker again. drain.yml takes the lease on every router of
+    the group before the drain module runs; restart.yml gives it back in the block's always (a failed or stopped
+    batch too); the id is one per ansible-playbook run, not the per-host gpuserve_lease_id (the host that gives it
+    back need not be the one that took it)."""
+    drain = _yaml("tasks", "drain.yml")
+    names = [t["name"] for t in drain]
+    lease_at = next(i for i, t in enumerate(drain) if t.get("ansible.builtin.include_tasks") == "rollout_lease.yml")
+    drain_at = next(i for i, t in enumerate(drain) if "gpuserve.sglang.sglang_router_workers" in t)
+    assert lease_at < drain_at, names
+    assert drain[lease_at]["vars"] == {"_router_rollout_lease_state": "acquired"}
+
+    lease = _yaml("tasks", "rollout_lease.yml")
+    ident = lease[0]["ansible.builtin.set_fact"]["_router_rollout_lease_id"]
+    assert "gpuserve_lease_owner.pid" in ident and "gpuserve_lease_id" not in ident
+    modules = [t for t in lease if "gpuserve.sglang.sglang_lease" in t]
+    assert all(t["run_once"] and t["delegate_to"] for t in modules)
+    assert [t["gpuserve.sglang.sglang_lease"]["unit"] for t in modules] == [
+        "{{ hostvars[item].sglang_router_service_name | default(sglang_router_service_name) }}.service",
+        "{{ hostvars[item.item].sglang_router_service_name | default(sglang_router_service_name) }}.service"]
+    assert "ansible.builtin.fail" in lease[-1]
+
+    with open(os.path.join(ROOT, "playbooks", "restart.yml"), encoding="utf-8") as handle:
+        play = yaml.safe_load(handle)[0]
+    outer = play["tasks"][0]
+    released = [t for t in outer["always"] if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "rollout_lease"]
+    assert len(released) == 1 and released[0]["vars"] == {"_router_rollout_lease_state": "released"}
+    assert "_router_rollout_lease_tried | default(false) | bool" in released[0]["when"]
