@@ -42,7 +42,8 @@ image_for() {  # scenario -> image
 run_one() {
   local s="$1" start=$SECONDS rc
   # Each line stamped with the time it arrived: scripts/test-times.py reads the step times from it.
-  SYSTEMD_IMAGE="$(image_for "$s")" molecule test -s "$s" 2>&1 | python3 "$ROOT/scripts/stamp-lines.py" >"$logs/$s.log"
+  SYSTEMD_IMAGE="$(image_for "$s")" SYSTEMD_IMAGE_DEBIAN13="${image_of[debian13]}" \
+    molecule test -s "$s" 2>&1 | python3 "$ROOT/scripts/stamp-lines.py" >"$logs/$s.log"
   rc=${PIPESTATUS[0]}
   echo "$rc $((SECONDS - start))" >"$logs/$s.result"
   return "$rc"

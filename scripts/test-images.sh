@@ -10,6 +10,8 @@
 #               prepare steps create it) and the stand-in model directories (tests/standin/make_standin_model.py:
 #               the real formats, a few bytes per tensor; the server role's model preflight reads them)
 #   prometheus  standin + Debian's prometheus and prometheus-node-exporter (the prometheus scenario)
+#   debian13    Debian 13's systemd image (scripts/systemd-image.sh, DEBIAN_SUITE=trixie) + the same bytecode cache:
+#               the second platform of molecule/sglang_service (SYSTEMD_IMAGE_DEBIAN13)
 # Writes .cache/test-images.env: one line `<kind>=<image>` each, read by scripts/molecule-all.sh.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,7 +23,10 @@ build() {  # kind from-image recipe -> prints the image name
   local kind="$1" from="$2" recipe="$3" from_id hash tag cid
   from_id="$(docker image inspect -f '{{.Id}}' "$from")"
   hash="$(printf '%s\n%s\n' "$from_id" "$recipe" | sha256sum | cut -c1-12)"
-  tag="gpuserve-sglang/debian12-$kind:$hash"
+  case "$kind" in
+    *13) tag="gpuserve-sglang/debian13-${kind%13}:$hash" ;;
+    *)   tag="gpuserve-sglang/debian12-$kind:$hash" ;;
+  esac
   if ! docker image inspect "$tag" >/dev/null 2>&1; then
     echo "test-images: building $tag" >&2
     cid="$(docker create -e DEBIAN_FRONTEND=noninteractive "$from" /bin/sh -ec "$recipe")"
@@ -51,6 +56,14 @@ standin="$(build standin "$host" \
 prometheus="$(build prometheus "$standin" \
   'apt-get update -qq && apt-get install -y -qq --no-install-recommends prometheus prometheus-node-exporter >/dev/null
    rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb')"
-printf 'systemd=%s\nhost=%s\nstandin=%s\nprometheus=%s\n' "$BASE" "$host" "$standin" "$prometheus" >"$out.tmp"
+# Debian 13 (trixie: systemd 257, Python 3.13), the second host platform of the scenarios where systemd and
+# journald behaviour matter (molecule/sglang_service): its own debootstrap base, plus the same bytecode cache.
+BASE13="${SYSTEMD_IMAGE_DEBIAN13_BASE:-gpuserve-sglang/debian13-systemd:1}"
+SYSTEMD_IMAGE="$BASE13" DEBIAN_SUITE=trixie "$ROOT/scripts/systemd-image.sh" >&2
+host13="$(build host13 "$BASE13" \
+  "d=/usr/lib/python3/dist-packages && echo $pyc_b64 | base64 -d >\$d/gpuserve_test_pyc.py
+   echo 'import gpuserve_test_pyc' >\$d/gpuserve-test-pyc.pth
+   python3 -c 'import zipimport, gpuserve_test_pyc; assert zipimport._compile_source is gpuserve_test_pyc.compile_source'")"
+printf 'systemd=%s\nhost=%s\nstandin=%s\nprometheus=%s\ndebian13=%s\n' "$BASE" "$host" "$standin" "$prometheus" "$host13" >"$out.tmp"
 mv "$out.tmp" "$out"
-echo "test-images: host $host, standin $standin, prometheus $prometheus"
+echo "test-images: host $host, standin $standin, prometheus $prometheus, debian13 $host13"
