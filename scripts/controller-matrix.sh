@@ -15,16 +15,7 @@ CACHE="${GPUSERVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuserve-sglang}"
 mkdir -p "$CACHE"
 scripts/collection-link.sh
 
-find_python() {  # X.Y -> a path to that interpreter
-  local want="$1" cand
-  for cand in "$(command -v "python$want" 2>/dev/null)" "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$want".*/bin/"python$want"; do
-    [[ -n "$cand" && -x "$cand" ]] || continue
-    if [[ "$("$cand" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" == "$want" ]]; then
-      echo "$cand"; return 0
-    fi
-  done
-  return 1
-}
+find_python() { "$ROOT/scripts/find-python.sh" "$1" 2>/dev/null; }   # X.Y -> a path to that interpreter
 
 controller_venv() {  # core python -> prints the venv path (built when missing)
   local core="$1" pyv="$2" py want venv

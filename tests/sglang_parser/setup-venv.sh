@@ -18,7 +18,9 @@
 # - the light packages that `import sglang.srt.server_args` needs, found by trial (see docs/server.md)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
-PY="${PYTHON:-python3}"
+# Python 3.11: the machine kind keeps torch 2.13.0's CPU wheel for 3.11 on disk (another version would download a
+# CUDA build of several GB); not the development controller's interpreter, which may be newer.
+PY="${PYTHON:-$("$ROOT/scripts/find-python.sh" 3.11 || echo python3)}"
 FORCE="${1:-}"
 
 build() {

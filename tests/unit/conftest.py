@@ -36,15 +36,18 @@ def _module_python():
     of this interpreter (modules use the standard library only) whose site-packages load the test hosts'
     bytecode cache for AnsiballZ payloads (tests/testhost/gpuserve_test_pyc.py; the molecule hosts have the same),
     so a module run does not compile ansible.module_utils from source each time. Made once per checkout in
-    .cache/module-python (again when the fixture changes); where it cannot be made, this interpreter."""
+    .cache/module-python (again when the fixture or this interpreter changes); where it cannot be made, this
+    interpreter."""
     venv = os.path.join(ROOT, ".cache", "module-python")
     python = os.path.join(venv, "bin", "python")
     with open(TESTHOST_PYC, "rb") as handle:
         fixture = handle.read()
+    # the fixture and the interpreter: a checkout whose controller moved to another Python makes it again
+    made_by = fixture + ("\n# made by %s %s\n" % (sys.executable, sys.version.split()[0])).encode()
     stamp = os.path.join(venv, "fixture.py")
     try:
         with open(stamp, "rb") as handle:
-            if handle.read() == fixture and os.access(python, os.X_OK):
+            if handle.read() == made_by and os.access(python, os.X_OK):
                 return python
     except OSError:
         pass
@@ -58,7 +61,7 @@ def _module_python():
         with open(os.path.join(site, "gpuserve-test-pyc.pth"), "w", encoding="utf-8") as handle:
             handle.write("import gpuserve_test_pyc\n")
         with open(stamp, "wb") as handle:
-            handle.write(fixture)
+            handle.write(made_by)
         return python
     except (OSError, subprocess.SubprocessError):
         return sys.executable
