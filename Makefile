@@ -25,7 +25,7 @@ engine:
 lint: venv
 	ansible-lint --profile production
 
-sanity: venv         ## ansible-test sanity on the development controller (2.19)
+sanity: venv         ## ansible-test sanity on the development controller (2.21)
 	scripts/sanity.sh
 
 controllers: venv    ## sanity and the plugin unit tests on ansible-core 2.17 (Python 3.11) and 2.21 (Python 3.12)

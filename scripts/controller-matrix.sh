@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The controller matrix (issue 23): ansible-test sanity and the plugin unit tests (tests/unit/plugins: the modules,
 # module_utils and filters, everything ansible-core runs of ours) on each controller of tests/controllers.txt, the
-# oldest and the newest ansible-core that meta/runtime.yml admits. The development controller (.venv, 2.19) runs
+# oldest and the newest ansible-core that meta/runtime.yml admits. The development controller (.venv, 2.21) runs
 # lint, the rest of the unit tests and the molecule scenarios.
 # Each controller's venv is made once per machine in the cache outside the checkout (as scripts/venv.sh does:
 # named by the sha256 of what goes in and the interpreter, built under flock). The interpreter: python<X.Y> on PATH,

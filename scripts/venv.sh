@@ -5,7 +5,8 @@
 # installing everything again. GPUSERVE_VENV_IN_TREE=1 makes .venv a plain venv in the checkout, as before.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
-PY="${PYTHON:-python3}"
+# Python 3.12: ansible-core 2.21 (requirements-dev.txt) needs 3.12 or newer on the controller; PATH or pyenv's.
+PY="${PYTHON:-$("$ROOT/scripts/find-python.sh" 3.12)}" || { echo "venv: the development controller needs Python 3.12" >&2; exit 1; }
 cd "$ROOT"
 want="$( (sha256sum requirements-dev.txt | cut -d' ' -f1; "$PY" -c 'import sys; print(sys.version)') | sha256sum | cut -d' ' -f1)"
 if [[ "${GPUSERVE_VENV_IN_TREE:-0}" == 1 ]]; then
