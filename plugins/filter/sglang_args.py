@@ -37,6 +37,7 @@ ALIASES = {
     "ep": "ep-size",
     "expert-parallel-size": "ep-size",
     "model": "model-path",
+    "nccl-init-addr": "dist-init-addr",
 }
 
 # Set through their own role variables, never through sglang_args.
@@ -46,6 +47,12 @@ RESERVED = {
     "port": "sglang_port",
     "api-key": "sglang_api_key (a secret: never on the command line, read by SGLang from --config)",
     "admin-api-key": "sglang_admin_api_key (a secret: never on the command line)",
+    # one server over several hosts: derived per host from the list of its nodes (filter sglang_node_args)
+    "nnodes": "sglang_server_nodes (the server's hosts in node-rank order; each host's --nnodes, --node-rank and "
+              "--dist-init-addr are derived from it)",
+    "node-rank": "sglang_server_nodes (the server's hosts in node-rank order; each host's --nnodes, --node-rank and "
+                 "--dist-init-addr are derived from it)",
+    "dist-init-addr": "sglang_server_nodes and sglang_dist_init_port (node 0's address and the port are derived)",
 }
 
 SPEC_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")

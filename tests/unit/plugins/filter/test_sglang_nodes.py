@@ -1,0 +1,120 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""One SGLang server over several hosts (issue 25): sglang_server_nodes in node-rank order, and each host's
+--nnodes, --node-rank and --dist-init-addr derived from it (filters sglang_node_args, sglang_node_problems), never
+typed per host (sglang_args_problems refuses them), through the server role's flags entry point."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (sglang_args_merge, sglang_args_problems,
+                                                                           sglang_argv)
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import sglang_node_args, sglang_node_problems
+
+NODES = ["gpu-a1", "gpu-a2", "gpu-a3"]
+HOSTVARS = {"gpu-a1": {"ansible_host": "10.0.0.11", "sglang_server_nodes": NODES},
+            "gpu-a2": {"sglang_server_nodes": NODES}, "gpu-a3": {}, "other": {}}
+
+
+def test_each_node_gets_its_rank_and_node_0s_address():
+    assert [sglang_node_args(NODES, HOSTVARS, host, 50000) for host in NODES] == [
+        {"nnodes": 3, "node-rank": rank, "dist-init-addr": "10.0.0.11:50000"} for rank in range(3)]
+
+
+def test_one_host_is_no_flags_at_all():
+    assert sglang_node_args([], HOSTVARS, "gpu-a1") == {}
+    assert sglang_node_problems([], HOSTVARS, "gpu-a1") == []
+    assert sglang_node_problems(None, HOSTVARS, "gpu-a1") == []
+
+
+@pytest.mark.parametrize("hostvars0, addr", [
+    ({"sglang_node_address": "fd00::11", "ansible_host": "10.0.0.11"}, "[fd00::11]:50010"),
+    ({"sglang_node_address": "[fd00::11]"}, "[fd00::11]:50010"),
+    ({"ansible_host": "gpu-a1.example.org"}, "gpu-a1.example.org:50010"),
+    ({}, "gpu-a1:50010"),
+])
+def test_node_0_address_in_the_form_sglang_parses(hostvars0, addr):
+    hostvars = dict(HOSTVARS, **{"gpu-a1": hostvars0})
+    assert sglang_node_args(NODES, hostvars, "gpu-a3", "50010")["dist-init-addr"] == addr
+
+
+@pytest.mark.parametrize("nodes, host, port, hostvars0, fragment", [
+    (["gpu-a1"], "gpu-a1", 50000, {}, "needs at least two, got 1"),
+    (["gpu-a1", "gpu-a1"], "gpu-a1", 50000, {}, "lists gpu-a1 more than once"),
+    (["gpu-a1", "nowhere"], "gpu-a1", 50000, {}, "nowhere is not a host of the inventory"),
+    (["gpu-a1", "gpu-a2"], "gpu-a3", 50000, {}, "does not list this host, gpu-a3"),
+    (NODES, "gpu-a1", 65533, {}, "sglang_dist_init_port 65533 must be a port number 1-65530"),
+    (NODES, "gpu-a1", "x", {}, "sglang_dist_init_port 'x'"),
+    (NODES, "gpu-a1", True, {}, "sglang_dist_init_port True"),
+    (NODES, "gpu-a1", 50000, {"ansible_host": "10.0.0.11; reboot"}, "is not a host name or an IPv4 address"),
+    (NODES, "gpu-a1", 50000, {"ansible_host": "a\nb"}, "is not a host name"),
+    (NODES, "gpu-a1", 50000, {"sglang_node_address": "fd00::zz"}, "is not an IPv6 address"),
+    (NODES, "gpu-a1", 50000, {"sglang_server_nodes": ["gpu-a2", "gpu-a1", "gpu-a3"]}, "has another sglang_server_nodes"),
+    ("gpu-a1,gpu-a2", "gpu-a1", 50000, {}, "must be a list of inventory host names"),
+    ([None, "gpu-a1"], "gpu-a1", 50000, {}, "None is not an inventory host name"),
+])
+def test_refusals_name_what_is_wrong(nodes, host, port, hostvars0, fragment):
+    hostvars = dict(HOSTVARS, **{"gpu-a1": hostvars0})
+    problems = sglang_node_problems(nodes, hostvars, host, port)
+    assert any(fragment in p for p in problems), problems
+    with pytest.raises(AnsibleFilterError, match="sglang_server_nodes|sglang_dist_init_port|node address"):
+        sglang_node_args(nodes, hostvars, host, port)
+
+
+@pytest.mark.parametrize("flag", ["nnodes", "node-rank", "dist-init-addr", "nccl-init-addr", "--node_rank"])
+def test_the_node_flags_are_never_typed(flag):
+    problems = sglang_args_problems({"model-path": "/m"}, {}, user_args={flag: 1})
+    assert any("sglang_server_nodes" in p for p in problems), problems
+
+
+def test_the_command_line_of_a_node():
+    args = sglang_args_merge({"tp": 8}, {}, first=dict({"model-path": "/m"},
+                                                       **sglang_node_args(NODES, HOSTVARS, "gpu-a2", 50000)))
+    assert sglang_argv(args) == ["--model-path", "/m", "--nnodes", "3", "--node-rank", "1",
+                                 "--dist-init-addr", "10.0.0.11:50000", "--tp", "8"]
+    assert sglang_args_problems(args, {}, user_args={}) == []
+
+
+def test_the_role_derives_them_per_host(tmp_path):
+    """The server role's flags entry point on an inventory of two nodes: the second gets --node-rank 1 and node 0's
+    ansible_host; a node list that does not name the host fails before anything, naming the variable."""
+    from conftest import COLLECTIONS, ROOT  # pylint: disable=import-outside-toplevel
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(json.dumps({"kimi_a": {
+        "hosts": {"gpu-a1": {"ansible_host": "10.0.0.11"}, "gpu-a2": {"ansible_connection": "local"}},
+        "vars": {"sglang_server_nodes": ["gpu-a1", "gpu-a2"], "ansible_python_interpreter": sys.executable}}}))
+    out_file = tmp_path / "args.json"
+    play = tmp_path / "play.yml"
+    play.write_text("""
+- hosts: gpu-a2
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.server
+        tasks_from: flags
+    - ansible.builtin.copy:
+        content: "{{ _server_args | to_json }}"
+        dest: %s
+        mode: "0644"
+""" % out_file)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+
+    def run(*extra):
+        return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                               str(play)] + list(extra), env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=3600, check=False)
+
+    ok = run()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    args = json.loads(out_file.read_text())
+    assert (args["nnodes"], args["node-rank"], args["dist-init-addr"]) == (2, 1, "10.0.0.11:50000")
+    assert list(args)[:4] == ["model-path", "nnodes", "node-rank", "dist-init-addr"]
+    out_file.unlink()
+    bad = run("-e", '{"sglang_server_nodes": ["gpu-a1", "gpu-a3"]}')
+    assert bad.returncode != 0 and not out_file.exists()
+    assert "does not list this host, gpu-a2" in bad.stdout + bad.stderr
