@@ -88,6 +88,67 @@ def sglang_node_problems(nodes, hostvars, host, port=50000):
     return list(dict.fromkeys(problems))
 
 
+# What must be the same on every node of one server (sglang_node_fingerprint), with the words a refusal uses.
+FINGERPRINT = (
+    ("sglang_release", "the installed SGLang release"),
+    ("profile", "sglang_profile"),
+    ("gpus", "the number of GPUs"),
+    ("compute_caps", "the GPUs' compute capabilities"),
+    ("tp", "--tp"),
+    ("model_config_sha256", "the model's config.json (sha256)"),
+    ("model_index_sha256", "the model's weight index (sha256)"),
+    ("model_weight_files", "the number of weight files"),
+    ("model_weight_bytes", "the bytes of the weight files"),
+)
+
+
+def sglang_node_fingerprint(host_facts, profile, args):
+    """What one node of a multi-node server must share with the others, from the server role's host read
+    (gpuserve.sglang.sglang_host_facts: the SGLang release, and the model preflight's GPUs and model) and the
+    effective flags. A check the host read did not make (sglang_model_check false) leaves its keys empty."""
+    host_facts = host_facts if isinstance(host_facts, dict) else {}
+    models = host_facts.get("models") if isinstance(host_facts.get("models"), dict) else {}
+    model = next((m for m in models.get("models") or [] if isinstance(m, dict) and m.get("role", "model") == "model"),
+                 {})
+    weights = model.get("weights") if isinstance(model.get("weights"), dict) else {}
+    caps = [str(cap) for cap in models.get("compute_caps") or []]
+    args = args if isinstance(args, dict) else {}
+    return {
+        "sglang_release": str(host_facts.get("sglang_release") or ""),
+        "profile": str(profile or ""),
+        "gpus": len(caps),
+        "compute_caps": sorted(caps),
+        "tp": str(args.get("tp", 1)),
+        "model_config_sha256": str(model.get("config_sha256") or ""),
+        "model_index_sha256": str(weights.get("index_sha256") or ""),
+        "model_weight_files": int(weights.get("files") or 0),
+        "model_weight_bytes": int(weights.get("bytes") or 0),
+    }
+
+
+def sglang_node_mismatches(nodes, hostvars, host, fact="_server_node_fingerprint"):
+    """Messages naming each other node of the server whose fingerprint (fact ``fact``, set by the server role's
+    preflight on each node) differs from this host's, with both values, or that has none in this play (the nodes
+    of one server are deployed together). [] for a server on one host."""
+    if not nodes or isinstance(nodes, string_types):
+        return []
+    mine = (hostvars[host].get(fact) if host in hostvars else None) or {}
+    problems = []
+    for node in nodes:
+        if node == host:
+            continue
+        theirs = hostvars[node].get(fact) if node in hostvars else None
+        if not theirs:
+            problems.append("%s has not run the server role's preflight in this play: the nodes of one server (%s) "
+                            "are deployed together, in one play over all of them" % (node, ", ".join(nodes)))
+            continue
+        for key, what in FINGERPRINT:
+            if mine.get(key) != theirs.get(key):
+                problems.append("%s differs from %s in %s: %s there, %s here"
+                                % (node, host, what, theirs.get(key), mine.get(key)))
+    return problems
+
+
 def sglang_node_args(nodes, hostvars, host, port=50000):
     """{'nnodes': N, 'node-rank': K, 'dist-init-addr': '<node 0>:<port>'} for this host of a multi-node server;
     {} for a server on one host (nodes empty). Raises on a definition sglang_node_problems refuses."""
@@ -112,4 +173,6 @@ class FilterModule(object):
         return {
             "sglang_node_problems": sglang_node_problems,
             "sglang_node_args": sglang_node_args,
+            "sglang_node_fingerprint": sglang_node_fingerprint,
+            "sglang_node_mismatches": sglang_node_mismatches,
         }

@@ -188,7 +188,9 @@ def weights(path, what, deadline, clock, deep):
     expected = {}   # file -> tensor names the index puts in it
     if index_name:
         facts["index"] = index_name
-        index, error = _read_json(os.path.join(path, index_name))
+        index, error, raw = _read_json(os.path.join(path, index_name), with_bytes=True)
+        # the weight index's sha256: the nodes of one server over several hosts must hold the same model
+        facts["index_sha256"] = hashlib.sha256(raw).hexdigest() if raw else ""
         weight_map = index.get("weight_map") if isinstance(index, dict) else None
         if not isinstance(weight_map, dict) or not weight_map:
             return ["%s %s: %s is %s" % (what, path, index_name, error or "without a weight_map")], notes, facts

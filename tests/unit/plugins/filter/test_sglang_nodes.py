@@ -14,7 +14,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (sglang_args_merge, sglang_args_problems,
                                                                            sglang_argv)
-from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import sglang_node_args, sglang_node_problems
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import (sglang_node_args, sglang_node_fingerprint,
+                                                                            sglang_node_mismatches, sglang_node_problems)
 
 NODES = ["gpu-a1", "gpu-a2", "gpu-a3"]
 HOSTVARS = {"gpu-a1": {"ansible_host": "10.0.0.11", "sglang_server_nodes": NODES},
@@ -118,3 +119,64 @@ def test_the_role_derives_them_per_host(tmp_path):
     bad = run("-e", '{"sglang_server_nodes": ["gpu-a1", "gpu-a3"]}')
     assert bad.returncode != 0 and not out_file.exists()
     assert "does not list this host, gpu-a2" in bad.stdout + bad.stderr
+
+
+def _host_read(release="0.5.9", caps=("12.0",) * 8, config="c" * 64, index="i" * 64, files=64, size=547 * 10 ** 9):
+    return {"sglang_release": release, "models": {"compute_caps": list(caps), "models": [
+        {"role": "model", "config_sha256": config, "weights": {"index_sha256": index, "files": files, "bytes": size}},
+        {"role": "draft", "config_sha256": "d" * 64, "weights": {"index_sha256": "", "files": 1, "bytes": 10}}]}}
+
+
+def test_the_fingerprint_of_a_node():
+    fingerprint = sglang_node_fingerprint(_host_read(), "kimi_k25_int4_eagle3", {"tp": 8})
+    assert fingerprint == {"sglang_release": "0.5.9", "profile": "kimi_k25_int4_eagle3", "gpus": 8,
+                           "compute_caps": ["12.0"] * 8, "tp": "8", "model_config_sha256": "c" * 64,
+                           "model_index_sha256": "i" * 64, "model_weight_files": 64,
+                           "model_weight_bytes": 547 * 10 ** 9}
+    # no model check, nothing installed: empty values, never an error
+    assert sglang_node_fingerprint({}, "custom", {})["gpus"] == 0
+
+
+@pytest.mark.parametrize("other, fragment", [
+    (dict(release="0.5.23"), "the installed SGLang release: 0.5.23 there, 0.5.9 here"),
+    (dict(caps=("12.0",) * 7), "the number of GPUs: 7 there, 8 here"),
+    (dict(index="j" * 64), "the model's weight index (sha256)"),
+    (dict(config="x" * 64), "the model's config.json (sha256)"),
+    (dict(size=1), "the bytes of the weight files"),
+])
+def test_a_node_that_differs_is_named(other, fragment):
+    fingerprints = {"gpu-a1": sglang_node_fingerprint(_host_read(), "p", {"tp": 8}),
+                    "gpu-a2": sglang_node_fingerprint(_host_read(**other), "p", {"tp": 8})}
+    hostvars = {name: {"_server_node_fingerprint": fp} for name, fp in fingerprints.items()}
+    problems = sglang_node_mismatches(["gpu-a1", "gpu-a2"], hostvars, "gpu-a1")
+    assert problems and all(p.startswith("gpu-a2 differs from gpu-a1 in ") for p in problems), problems
+    assert any(fragment in p for p in problems), problems
+    assert sglang_node_mismatches(["gpu-a1", "gpu-a2"], hostvars, "gpu-a2")[0].startswith("gpu-a1 differs from gpu-a2")
+
+
+def test_nodes_that_agree_and_a_node_left_out_of_the_play():
+    same = sglang_node_fingerprint(_host_read(), "p", {"tp": 8})
+    hostvars = {"gpu-a1": {"_server_node_fingerprint": same}, "gpu-a2": {"_server_node_fingerprint": dict(same)},
+                "gpu-a3": {}}
+    assert sglang_node_mismatches(["gpu-a1", "gpu-a2"], hostvars, "gpu-a1") == []
+    assert sglang_node_mismatches([], hostvars, "gpu-a1") == []
+    problems = sglang_node_mismatches(["gpu-a1", "gpu-a2", "gpu-a3"], hostvars, "gpu-a1")
+    assert problems == ["gpu-a3 has not run the server role's preflight in this play: the nodes of one server "
+                        "(gpu-a1, gpu-a2, gpu-a3) are deployed together, in one play over all of them"]
+
+
+def test_the_preflight_compares_the_nodes_before_anything_changes():
+    import yaml  # pylint: disable=import-outside-toplevel
+    from conftest import ROOT  # pylint: disable=import-outside-toplevel
+    with open(os.path.join(ROOT, "roles", "server", "tasks", "preflight.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    names = [t["name"] for t in tasks]
+    setter = next(t for t in tasks if "_server_node_fingerprint" in (t.get("ansible.builtin.set_fact") or {}))
+    refuse = next(t for t in tasks if t["name"] == "Refuse nodes of one server that differ")
+    assert "sglang_node_fingerprint(sglang_profile, _server_args)" in setter["ansible.builtin.set_fact"][
+        "_server_node_fingerprint"]
+    assert "sglang_node_mismatches(hostvars, inventory_hostname)" in refuse["vars"]["_server_node_differences"]
+    assert setter["when"] == refuse["when"] == "sglang_server_nodes | length > 0"
+    # after the model preflight read the model, and in the preflight: before the lease and anything that writes
+    assert names.index("Refuse a model the installed SGLang would not load (config.json, architecture, shards, "
+                       "quantization, GPUs)") < names.index(setter["name"]) < names.index(refuse["name"])

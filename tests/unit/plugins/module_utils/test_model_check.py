@@ -305,3 +305,15 @@ def test_the_real_safetensors_library_agrees(tmp_path):
     out = subprocess.run([python, "-c", code] + shards + [truncated], capture_output=True, text=True, check=True)
     assert out.stdout.splitlines() == ["ok 2"] * 4 + ["refused SafetensorError"]
     assert mc.safetensors_header(shards[0])[0] == mc.safetensors_header(shards[0])[1]
+
+
+def test_the_weight_index_is_fingerprinted(tmp_path):
+    """Issue 25: the nodes of one server over several hosts must hold the same model; the index's sha256 is what
+    sglang_node_fingerprint compares (with config.json's)."""
+    import hashlib  # pylint: disable=import-outside-toplevel
+    path = make(tmp_path, "kimi")
+    with open(os.path.join(path, "model.safetensors.index.json"), "rb") as handle:
+        expected = hashlib.sha256(handle.read()).hexdigest()
+    found = mc.check([{"path": path, "role": "model"}], release="0.5.9", compute_caps=RTX_PRO_6000)["models"][0]
+    assert found["weights"]["index_sha256"] == expected
+    assert found["weights"]["files"] == 4
