@@ -12,10 +12,10 @@ import sys
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (sglang_args_merge, sglang_args_problems,
-                                                                           sglang_argv)
-from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import (sglang_node_args, sglang_node_fingerprint,
-                                                                            sglang_node_mismatches, sglang_node_problems)
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import sglang_args_merge, sglang_args_problems
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import sglang_argv
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import sglang_node_args, sglang_node_fingerprint
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import sglang_node_mismatches, sglang_node_problems
 
 NODES = ["gpu-a1", "gpu-a2", "gpu-a3"]
 HOSTVARS = {"gpu-a1": {"ansible_host": "10.0.0.11", "sglang_server_nodes": NODES},
