@@ -180,6 +180,41 @@ def sglang_prune_copies(files, keep):
     return [f["path"] for f in old]
 
 
+def sglang_inputs_claim(manifest, rendered, withheld=()):
+    """What a run may claim (issue 22): the files the verified invocation read (the last-good manifest kept after
+    its verification) against what THIS run rendered.
+
+    ``manifest``: {"invocation_id", "files": {path: {"exists", "sha256"?}}}; ``rendered``: {path: sha256 of the
+    content this run wrote or found in place}; ``withheld``: paths whose checksum must not be shown (a file that
+    holds a key). Returns {"invocation_id", "files": {path: sha256 | "absent" | "withheld" | "unknown"},
+    "mismatches": [path, ...]}: a rendered file the invocation read with other content, or did not read at all.
+    A file without a checksum in the manifest (the secrets file) is not compared and shows as "withheld"."""
+    if not isinstance(manifest, dict) or not isinstance(rendered, dict):
+        raise AnsibleFilterError("sglang_inputs_claim: the manifest and the rendered checksums must be mappings")
+    files = manifest.get("files") or {}
+    withheld = set(withheld or ())
+    shown, mismatches = {}, []
+    for path in sorted(files):
+        entry = files[path] or {}
+        sha = entry.get("sha256")
+        if not entry.get("exists"):
+            shown[path] = "absent"
+        elif path in withheld or not sha:
+            shown[path] = "withheld" if (path in withheld or "sha256" not in entry) else "unknown"
+        else:
+            shown[path] = sha
+    for path in sorted(rendered):
+        want = rendered[path]
+        entry = files.get(path)
+        if not want:
+            continue
+        if not entry or not entry.get("exists"):
+            mismatches.append(path)
+        elif entry.get("sha256") and entry.get("sha256") != want:
+            mismatches.append(path)
+    return {"invocation_id": manifest.get("invocation_id", ""), "files": shown, "mismatches": mismatches}
+
+
 class FilterModule(object):
     """The server role's inputs."""
 
@@ -187,4 +222,5 @@ class FilterModule(object):
         return {
             "sglang_input_problems": sglang_input_problems,
             "sglang_prune_copies": sglang_prune_copies,
+            "sglang_inputs_claim": sglang_inputs_claim,
         }
