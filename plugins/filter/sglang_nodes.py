@@ -14,6 +14,8 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import unbracket, url_host
+
 string_types = (str,)
 
 # a DNS name or an IPv4 address, or an IPv6 address (brackets added here); nothing a shell or SGLang's split reads
@@ -29,8 +31,7 @@ def _address(node, hostvars):
 
 
 def _address_problem(node, address):
-    if address.startswith("[") and address.endswith("]"):
-        address = address[1:-1]
+    address = unbracket(address)
     if ":" in address:
         return None if _IPV6_RE.match(address) and address.count(":") >= 2 else (
             "%s: node address %r is not an IPv6 address" % (node, address))
@@ -157,11 +158,7 @@ def sglang_node_args(nodes, hostvars, host, port=50000):
         raise AnsibleFilterError("; ".join(problems))
     if not nodes:
         return {}
-    address = _address(nodes[0], hostvars)
-    if address.startswith("[") and address.endswith("]"):
-        address = address[1:-1]
-    if ":" in address:
-        address = "[%s]" % address
+    address = url_host(_address(nodes[0], hostvars))
     return {"nnodes": len(nodes), "node-rank": list(nodes).index(host),
             "dist-init-addr": "%s:%d" % (address, _port(port))}
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import unbracket, url_host
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -99,14 +101,10 @@ def sglang_health_url(host, port=30000, path="/health"):
     is asked on 127.0.0.1, an IPv6 address is bracketed. Never raises: the role's argument_specs template its
     default before the preflight runs, and the preflight's own refusal of a bad sglang_host or sglang_port (named,
     nothing changed) must be the one the operator reads; sglang_service refuses a URL that is still not one."""
-    host = "" if host is None else str(host).strip()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
+    host = unbracket(host)
     if host in WILDCARDS:
         host = "127.0.0.1"
-    if ":" in host:
-        host = "[%s]" % host
-    return "http://%s:%s%s" % (host, str(port).strip(), path)
+    return "http://%s:%s%s" % (url_host(host), str(port).strip(), path)
 
 
 class FilterModule(object):

@@ -55,3 +55,15 @@ def unit_name_problem(what, name, suffix=None):
     if suffix and match.group("suffix") != suffix:
         return "%s %r must end in .%s" % (what, name, suffix)
     return None
+
+
+def unbracket(host):
+    """An address without the brackets an IPv6 literal may carry ('[::1]' -> '::1'); any other text as it is."""
+    host = "" if host is None else str(host).strip()
+    return host[1:-1] if host.startswith("[") and host.endswith("]") else host
+
+
+def url_host(host):
+    """The host part of a URL or of SGLang's host:port (--dist-init-addr): an IPv6 literal bracketed, once."""
+    host = unbracket(host)
+    return "[%s]" % host if ":" in host else host
