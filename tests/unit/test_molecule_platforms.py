@@ -41,8 +41,12 @@ def test_the_host_matrix():
     debian13 = sorted(name for name, scenario in SCENARIOS.items()
                       for platform in scenario.get("platforms") or []
                       if "SYSTEMD_IMAGE_DEBIAN13" in platform.get("image", ""))
-    assert debian13 == ["nccl_tuning", "sglang_service"]
-    for name in debian13:
+    assert debian13 == ["fleet", "nccl_tuning", "sglang_service"]
+    # the fleet's rollout changes and verifies fleet-1 on Debian 13 through restart.yml, the server role on it
+    fleet = [(p["name"], p["image"]) for p in SCENARIOS["fleet"]["platforms"]]
+    assert fleet[0] == ("fleet-1", "${SYSTEMD_IMAGE_DEBIAN13:-gpuserve-sglang/debian13-systemd:1}")
+    assert all(image == "${SYSTEMD_IMAGE:-gpuserve-sglang/debian12-systemd:1}" for _, image in fleet[1:])
+    for name in ("nccl_tuning", "sglang_service"):
         images = [p["image"] for p in SCENARIOS[name]["platforms"]]
         assert images == ["${SYSTEMD_IMAGE:-gpuserve-sglang/debian12-systemd:1}",
                           "${SYSTEMD_IMAGE_DEBIAN13:-gpuserve-sglang/debian13-systemd:1}"], name
