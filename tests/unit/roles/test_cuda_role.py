@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The cuda role's structure and templates: phases with tags, the rendered files."""
+"""The cuda role's structure and templates: phases with tags, the rendered files, its one read of the host and the
+verify phase's .cu test (issue 22)."""
 from __future__ import annotations
 
 import json
@@ -12,6 +13,7 @@ import jinja2
 import pytest
 import yaml
 
+from conftest import run_play, run_play_batch
 from ansible_collections.gpuserve.sglang.plugins.filter import cuda_repo as f
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -95,3 +97,157 @@ def test_profile_script_quotes_every_value(tmp_path, home):
                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True).stdout
     assert not marker.exists()
     assert out == "%s|%s/bin:/usr/bin:/bin|" % (home, home)
+
+
+def _tasks(tasks):
+    """Every task of a task list, the tasks of blocks included."""
+    for task in tasks:
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(task.get(key) or [])
+
+
+def _modules(name):
+    return [key for task in _tasks(_yaml("tasks", name)) for key in task
+            if "." in key and key.split(".")[0] in ("ansible", "gpuserve")]
+
+
+def test_the_host_is_read_by_one_module_and_no_stat_find_or_slurp():
+    """Issue 22: the role's reads are one gpuserve.sglang.cuda_host_facts run in the preflight; install_pip and
+    configure read again only when the install phase changed the host."""
+    everything = [m for name in ("preflight.yml", "install_pip.yml", "install_nvidia_repo.yml", "install_existing.yml",
+                                 "configure.yml", "verify.yml") for m in _modules(name)]
+    for module in ("ansible.builtin.stat", "ansible.builtin.find", "ansible.builtin.slurp"):
+        assert module not in everything
+    assert _modules("preflight.yml").count("gpuserve.sglang.cuda_host_facts") == 1
+    reads = {name: [t for t in _tasks(_yaml("tasks", name)) if "gpuserve.sglang.cuda_host_facts" in t]
+             for name in ("install_pip.yml", "configure.yml")}
+    assert reads["configure.yml"][0]["when"] == "_cuda_install_changed | default(false) | bool"
+    assert "_cuda_pip_wheels is changed" in " ".join(reads["install_pip.yml"][0]["when"])
+    # each install method says whether it changed the host, from every task that can change it
+    for name in ("install_pip.yml", "install_nvidia_repo.yml"):
+        tasks = _yaml("tasks", name)
+        registered = [t["register"] for t in tasks
+                      if "register" in t and not any(k.startswith(("gpuserve.", "ansible.builtin.set_fact")) for k in t)]
+        assert tasks[-1]["ansible.builtin.set_fact"]["_cuda_install_changed"].count("_cuda_") == len(registered)
+        for var in registered:
+            assert var in tasks[-1]["ansible.builtin.set_fact"]["_cuda_install_changed"]
+        changing = [t for t in tasks if not any(k in t for k in ("ansible.builtin.assert", "ansible.builtin.set_fact",
+                                                                 "ansible.builtin.include_role",
+                                                                 "gpuserve.sglang.cuda_host_facts"))]
+        assert all("register" in t for t in changing), [t["name"] for t in changing if "register" not in t]
+
+
+def test_verify_places_and_compiles_the_cu_test_in_one_run():
+    tasks = list(_tasks(_yaml("tasks", "verify.yml")))
+    assert not [t for t in tasks if "ansible.builtin.copy" in t or "ansible.builtin.file" in t]
+    compile_task = next(t for t in tasks if "ansible.builtin.shell" in t)
+    assert compile_task["ansible.builtin.shell"]["stdin"] == \
+        "{{ lookup('ansible.builtin.file', 'cuda_verify.cu', rstrip=false) }}"
+    assert compile_task["ansible.builtin.shell"]["stdin_add_newline"] is False
+    assert compile_task["register"] == "_cuda_compile"
+
+
+VERIFY_SCRIPT = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.cuda
+        tasks_from: verify.yml
+      vars:
+        cuda_bin: "{{ bin }}"
+        cuda_home: "{{ bin | dirname }}"
+        cuda_version: "13.0"
+        cuda_gpu_count: 0
+        _cuda_verify_dir: "{{ dir }}"
+        cuda_nvidia_smi: /nonexistent/nvidia-smi
+"""
+
+
+def test_verify_places_the_cu_test_once_and_compiles_it(tmp_path):
+    """A stand-in nvcc (copies its source to -o and prints a release line) against the real verify phase: the
+    source arrives byte for byte, root:root 0644, reported changed once, then left alone."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    nvcc = bindir / "nvcc"
+    nvcc.write_text('#!/bin/sh\nif [ "$1" = --version ]; then echo "Cuda compilation tools, release 13.0, V13.0.88";'
+                    ' exit 0; fi\ncp "$3" "$2"\n')
+    nvcc.chmod(0o755)
+    verify_dir = tmp_path / "cuda-verify"
+    extra = ["bin=%s" % bindir, "dir=%s" % verify_dir]
+    rc, out = run_play(tmp_path, VERIFY_SCRIPT, extra)
+    assert rc == 0, out
+    placed = verify_dir / "cuda_verify.cu"
+    with open(os.path.join(ROLE, "files", "cuda_verify.cu"), "rb") as handle:
+        assert placed.read_bytes() == handle.read()
+    assert oct(os.stat(str(placed)).st_mode & 0o777) == "0o644"
+    assert "changed=1" in out
+    rc, out = run_play(tmp_path, VERIFY_SCRIPT, extra)
+    assert rc == 0, out
+    assert "changed=0" in out and "compile only" in out
+
+
+PREFLIGHT = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.cuda
+        tasks_from: preflight.yml
+    - ansible.builtin.debug:
+        msg: "PASSED {{ _cuda_host.paths | dict2items | map(attribute='key') | list | to_json }}"
+"""
+
+
+def test_preflight_reads_real_paths_and_keeps_its_refusals(tmp_path):
+    """The preflight's one read against real files: each refusal's message as it was with the stat tasks."""
+    tree = tmp_path / "tree"
+    (tree / "home-dir" / "bin").mkdir(parents=True)
+    (tree / "home-dir" / "bin" / "nvcc").write_text("#!/bin/sh\n")
+    (tree / "home-noexec" / "bin").mkdir(parents=True)
+    (tree / "home-noexec" / "bin" / "nvcc").write_text("not executable\n")
+    (tree / "home-dir" / "bin" / "nvcc").chmod(0o755)
+    (tree / "home-file").write_text("")
+    (tree / "wheel").mkdir()
+    os.symlink(str(tree / "wheel"), str(tree / "home-link"))
+    (tree / "realdir").mkdir()
+    t = str(tree)
+    base = {"cuda_repo_distro": "debian12", "cuda_repo_arch": "x86_64", "cuda_symlink": t + "/cuda"}
+    cases = {
+        "existing-missing": {"cuda_install_method": "existing", "cuda_prefix": t + "/none"},
+        "existing-noexec": {"cuda_install_method": "existing", "cuda_prefix": t + "/home-noexec"},
+        "existing-file": {"cuda_install_method": "existing", "cuda_prefix": t + "/home-file"},
+        "existing-ok": {"cuda_install_method": "existing", "cuda_prefix": t + "/home-dir"},
+        "pip-dir": {"cuda_install_method": "pip", "cuda_prefix": t + "/home-dir"},
+        "pip-file": {"cuda_install_method": "pip", "cuda_prefix": t + "/home-file"},
+        "pip-link": {"cuda_install_method": "pip", "cuda_prefix": t + "/home-link"},
+        "pip-realdir-symlink": {"cuda_install_method": "pip", "cuda_prefix": t + "/home-link",
+                                "cuda_symlink": t + "/realdir"},
+        "pip-realdir-unmanaged": {"cuda_install_method": "pip", "cuda_prefix": t + "/home-link",
+                                  "cuda_symlink": t + "/realdir", "cuda_manage_environment": False},
+    }
+    results = run_play_batch(tmp_path, PREFLIGHT, {name: dict(base, **case) for name, case in cases.items()})
+
+    def refused(name, text):
+        rc, out = results[name]
+        assert rc != 0 and "PASSED" not in out, out
+        assert text in " ".join(out.split()), out
+
+    refused("existing-missing", "cuda_install_method=existing, but there is no CUDA 13.0 here: %s/none/bin/nvcc does "
+            "not exist. Install CUDA 13.0 at %s/none first, point cuda_prefix at the real CUDA home, or use "
+            "cuda_install_method=nvidia_repo or pip." % (t, t))
+    refused("existing-noexec", "here: %s/home-noexec/bin/nvcc is missing or not executable." % t)
+    refused("existing-file", "here: %s/home-file/bin/nvcc is missing or not executable." % t)
+    refused("pip-dir", "cuda_install_method=pip manages %s/home-dir as a symlink into /opt/sglang/cuda-venv, but "
+            "%s/home-dir is a real directory (a toolkit installed another way?). Use cuda_install_method=existing "
+            "for it, or set cuda_prefix to another path." % (t, t))
+    refused("pip-file", "but %s/home-file is a real file (a toolkit" % t)
+    refused("pip-realdir-symlink", "%s/realdir is a real directory, not a link; the role will not delete it to point "
+            "it at %s/home-link. Move it away, or set cuda_symlink to \"\" to leave it alone." % (t, t))
+    for name, paths in (("existing-ok", [t + "/home-dir", t + "/home-dir/bin/nvcc", t + "/cuda"]),
+                        ("pip-link", [t + "/home-link", t + "/home-link/bin/nvcc", t + "/cuda"]),
+                        ("pip-realdir-unmanaged", [t + "/home-link", t + "/home-link/bin/nvcc"])):
+        rc, out = results[name]
+        assert rc == 0, out
+        assert "PASSED %s" % json.dumps(paths) in out.replace('\\"', '"'), out
