@@ -57,7 +57,8 @@ for play in doc["plays"]:
             ran = ([r for r in items if not r.get("skipped") and "skip_reason" not in r] if items is not None
                    else ([] if res.get("skipped") else [res]))
             # a task delegated to the controller (the install role's stat of its lock file) runs no module on the host
-            on_controller = (res.get("_ansible_delegated_vars") or {}).get("ansible_connection") == "local"
+            on_controller = any((r.get("_ansible_delegated_vars") or {}).get("ansible_connection") == "local"
+                                for r in [res] + (items or []))
             if short and short not in controller and not on_controller:
                 host_runs += len(ran)
                 if os.environ.get("LIST_HOST_TASKS") and ran:
