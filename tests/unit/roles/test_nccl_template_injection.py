@@ -27,7 +27,7 @@ def _render(name, **extra):
     env.filters["comment"] = lambda s: "# " + s
     with open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8") as handle:
         defaults = yaml.safe_load(handle)
-    values = {"nccl_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
+    values = {"nccl_env": defaults["nccl_env"], "_nccl_tuning_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
               "nccl_tuning_env_file": EVIL, "nccl_tuning_site_dir": EVIL,
               "_nccl_tuning_sc": {"file_created": False, "newline_added": False}}
     values.update(extra)

@@ -92,7 +92,7 @@ def _render(name, **extra):
     env.filters["to_json"] = json.dumps
     env.filters["comment"] = lambda s: "# " + s
     defaults = _defaults()
-    values = {"nccl_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
+    values = {"nccl_env": defaults["nccl_env"], "_nccl_tuning_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
               "nccl_tuning_env_file": "/etc/sglang/nccl.env", "nccl_tuning_site_dir": "/opt/sglang/venv/lib/python3/site-packages",
               "_nccl_tuning_sc": {"file_created": False, "newline_added": False}}
     values.update(extra)

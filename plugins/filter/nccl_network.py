@@ -1,0 +1,120 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""NCCL across hosts as data (issue 25): the network a multi-node server's ranks talk over, described once
+(role variable nccl_network of gpuserve.sglang.nccl_tuning) and turned into NCCL's own variables, which the role
+writes with the rest of nccl_env (sitecustomize block, nccl.env) and which NCCL reports as "set by environment".
+
+nccl_network keys:
+  transport   socket | ib | roce   socket: NCCL_IB_DISABLE=1 (NCCL's socket transport over `interface`);
+                                    ib / roce: NCCL_IB_DISABLE=0 and NCCL_IB_HCA from `hcas`
+  interface   the NIC(s) for NCCL's bootstrap and socket traffic: a name, a list, or NCCL's own "^docker,lo"
+              (exclude) / "=eth0" (exact) forms -> NCCL_SOCKET_IFNAME; one plain name also -> GLOO_SOCKET_IFNAME
+              (torch.distributed's gloo groups, which SGLang uses across nodes)
+  hcas        ib/roce: the HCAs, e.g. [mlx5_0, "mlx5_1:1"] -> NCCL_IB_HCA (hca_match: prefix | exact | exclude)
+  gid_index   roce: the RoCE v2 GID index (0-255) -> NCCL_IB_GID_INDEX (required for roce: NCCL's default picks
+              what the HCA lists first, often RoCE v1 or a link-local GID)
+
+Pure functions; tests in tests/unit/plugins/filter/test_nccl_network.py."""
+
+from __future__ import annotations
+
+import re
+
+from ansible.errors import AnsibleFilterError
+
+KEYS = ("transport", "interface", "hcas", "hca_match", "gid_index")
+TRANSPORTS = ("socket", "ib", "roce")
+_IFACE_RE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")        # Linux interface names (IFNAMSIZ 16)
+_HCA_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}(:[0-9]{1,3})?\Z")  # mlx5_0, mlx5_0:1
+_HCA_PREFIX = {"prefix": "", "exact": "=", "exclude": "^"}
+
+
+def _interfaces(value):
+    """(prefix, [names]) of `interface`: a string (NCCL's own ^/= forms, commas) or a list of names."""
+    if isinstance(value, str):
+        prefix = value[:1] if value[:1] in ("^", "=") else ""
+        names = [n.strip() for n in value[len(prefix):].split(",")]
+        return prefix, names
+    if isinstance(value, (list, tuple)):
+        return "", [n if isinstance(n, str) else repr(n) for n in value]
+    return None, None
+
+
+def nccl_network_problems(network):
+    """One message per bad entry of nccl_network, naming the key and the value ([] when good or empty)."""
+    if network in (None, {}, ""):
+        return []
+    if not isinstance(network, dict):
+        return ["nccl_network must be a mapping (transport, interface, hcas, hca_match, gid_index), got %r" % (network,)]
+    problems = ["nccl_network: unknown key %r (known: %s)" % (k, ", ".join(KEYS)) for k in network if k not in KEYS]
+    transport = network.get("transport")
+    if transport not in TRANSPORTS:
+        problems.append("nccl_network.transport must be one of %s, got %r" % (", ".join(TRANSPORTS), transport))
+    if "interface" in network:
+        prefix, names = _interfaces(network["interface"])
+        if names is None or not names or not all(_IFACE_RE.match(n) for n in names):
+            problems.append("nccl_network.interface must be a network interface name, a list of them, or NCCL's "
+                            "'^name,...' / '=name' forms (letters, digits, _ . : -; at most 15 characters each), "
+                            "got %r" % (network["interface"],))
+    elif transport == "socket":
+        problems.append("nccl_network.interface is required with transport socket (the NIC the nodes reach each "
+                        "other on; NCCL's own choice may be a docker bridge or a management port)")
+    hcas = network.get("hcas")
+    if transport in ("ib", "roce"):
+        if not isinstance(hcas, (list, tuple)) or not hcas or not all(isinstance(h, str) and _HCA_RE.match(h)
+                                                                      for h in hcas):
+            problems.append("nccl_network.hcas must list the HCAs for transport %s (e.g. [mlx5_0, 'mlx5_1:1']), "
+                            "got %r" % (transport, hcas))
+    elif hcas not in (None, []):
+        problems.append("nccl_network.hcas is for transport ib or roce, not %r" % (transport,))
+    if network.get("hca_match", "prefix") not in _HCA_PREFIX:
+        problems.append("nccl_network.hca_match must be prefix, exact or exclude, got %r" % (network.get("hca_match"),))
+    gid = network.get("gid_index")
+    if transport == "roce":
+        if isinstance(gid, bool) or not isinstance(gid, int) or not 0 <= gid <= 255:
+            problems.append("nccl_network.gid_index must be the RoCE v2 GID index (0-255) for transport roce "
+                            "(show_gids lists it), got %r" % (gid,))
+    elif gid is not None:
+        problems.append("nccl_network.gid_index is for transport roce, not %r" % (transport,))
+    return problems
+
+
+def nccl_network_env(network):
+    """The NCCL (and gloo) variables of nccl_network, as strings; {} for an empty one. Raises on a bad one."""
+    if network in (None, {}, ""):
+        return {}
+    problems = nccl_network_problems(network)
+    if problems:
+        raise AnsibleFilterError("; ".join(problems))
+    transport = network["transport"]
+    env = {"NCCL_IB_DISABLE": "1" if transport == "socket" else "0"}
+    if "interface" in network:
+        prefix, names = _interfaces(network["interface"])
+        env["NCCL_SOCKET_IFNAME"] = prefix + ",".join(names)
+        if not prefix and len(names) == 1:
+            env["GLOO_SOCKET_IFNAME"] = names[0]
+    if transport in ("ib", "roce"):
+        env["NCCL_IB_HCA"] = _HCA_PREFIX[network.get("hca_match", "prefix")] + ",".join(network["hcas"])
+    if transport == "roce":
+        env["NCCL_IB_GID_INDEX"] = str(network["gid_index"])
+    return env
+
+
+def nccl_network_merge(nccl_env, network):
+    """What the role writes: {"env": nccl_env with nccl_network's variables over it, "replaced": {name: [the
+    nccl_env value, nccl_network's]} for the names whose value nccl_network changed}."""
+    if not isinstance(nccl_env, dict):
+        raise AnsibleFilterError("nccl_network_merge: nccl_env must be a mapping, got %r" % (nccl_env,))
+    extra = nccl_network_env(network)
+    replaced = {k: [str(nccl_env[k]), v] for k, v in sorted(extra.items()) if k in nccl_env and str(nccl_env[k]) != v}
+    merged = dict(nccl_env)
+    merged.update(extra)
+    return {"env": merged, "replaced": replaced}
+
+
+class FilterModule(object):
+    """NCCL across hosts."""
+
+    def filters(self):
+        return {"nccl_network_env": nccl_network_env, "nccl_network_problems": nccl_network_problems,
+                "nccl_network_merge": nccl_network_merge}

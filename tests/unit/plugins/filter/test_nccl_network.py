@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""nccl_network (issue 25): the network between a multi-node server's hosts as data -> NCCL's variables."""
+from __future__ import annotations
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import nccl_network_env, nccl_network_problems
+
+
+def test_nothing_for_one_host():
+    assert nccl_network_env({}) == {} and nccl_network_env(None) == {} and nccl_network_problems({}) == []
+
+
+def test_socket_transport_over_one_nic():
+    assert nccl_network_env({"transport": "socket", "interface": "enp65s0"}) == {
+        "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "enp65s0", "GLOO_SOCKET_IFNAME": "enp65s0"}
+
+
+def test_infiniband_with_exact_hcas_and_an_excluded_interface_list():
+    assert nccl_network_env({"transport": "ib", "interface": "^docker,lo", "hcas": ["mlx5_0", "mlx5_1:1"],
+                             "hca_match": "exact"}) == {
+        "NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "^docker,lo", "NCCL_IB_HCA": "=mlx5_0,mlx5_1:1"}
+
+
+def test_roce_needs_its_gid_index():
+    env = nccl_network_env({"transport": "roce", "interface": ["eth0", "eth1"], "hcas": ["mlx5_2"], "gid_index": 3})
+    assert env == {"NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "eth0,eth1", "NCCL_IB_HCA": "mlx5_2",
+                   "NCCL_IB_GID_INDEX": "3"}
+    assert any("gid_index must be the RoCE v2 GID index" in p
+               for p in nccl_network_problems({"transport": "roce", "interface": "eth0", "hcas": ["mlx5_2"]}))
+
+
+@pytest.mark.parametrize("network, words", [
+    ({"transport": "tcp", "interface": "eth0"}, "transport must be one of"),
+    ({"transport": "socket"}, "interface is required with transport socket"),
+    ({"transport": "socket", "interface": "eth0; rm -rf /"}, "must be a network interface name"),
+    ({"transport": "socket", "interface": "eth0\nNCCL_DEBUG=TRACE"}, "must be a network interface name"),
+    ({"transport": "socket", "interface": "averyveryverylongname"}, "at most 15 characters"),
+    ({"transport": "ib", "interface": "eth0"}, "hcas must list the HCAs"),
+    ({"transport": "ib", "interface": "eth0", "hcas": ["mlx5_0 mlx5_1"]}, "hcas must list the HCAs"),
+    ({"transport": "socket", "interface": "eth0", "hcas": ["mlx5_0"]}, "hcas is for transport ib or roce"),
+    ({"transport": "ib", "interface": "eth0", "hcas": ["mlx5_0"], "gid_index": 3}, "gid_index is for transport roce"),
+    ({"transport": "roce", "interface": "eth0", "hcas": ["mlx5_0"], "gid_index": True}, "gid_index must be"),
+    ({"transport": "roce", "interface": "eth0", "hcas": ["mlx5_0"], "gid_index": 256}, "gid_index must be"),
+    ({"transport": "ib", "interface": "eth0", "hcas": ["mlx5_0"], "hca_match": "regex"}, "hca_match must be"),
+    ({"transport": "socket", "interface": "eth0", "ifname": "eth1"}, "unknown key 'ifname'"),
+    (["socket"], "must be a mapping"),
+])
+def test_bad_input_is_named_before_the_host_changes(network, words):
+    problems = nccl_network_problems(network)
+    assert any(words in p for p in problems), problems
+    with pytest.raises(AnsibleFilterError):
+        nccl_network_env(network)
+
+
+def test_every_value_passes_the_roles_value_check():
+    """The values go through nccl_tuning's own check of nccl_env values (no spaces, quotes, $ or newlines)."""
+    import re
+    allowed = re.compile(r"^[A-Za-z0-9_.,:/=+^@%-]+\Z")
+    env = nccl_network_env({"transport": "roce", "interface": "^docker0,lo", "hcas": ["mlx5_0:1"], "gid_index": 3,
+                            "hca_match": "exclude"})
+    assert all(allowed.match(v) for v in env.values()), env
+
+
+def test_merge_says_which_nccl_env_values_it_replaced():
+    from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import nccl_network_merge
+    base = {"NCCL_PROTO": "LL", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
+    out = nccl_network_merge(base, {"transport": "ib", "interface": "eth0", "hcas": ["mlx5_0"]})
+    assert out["env"] == {"NCCL_PROTO": "LL", "NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "eth0",
+                          "GLOO_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0"}
+    assert out["replaced"] == {"NCCL_IB_DISABLE": ["1", "0"]}          # the same eth0 is not "replaced"
+    assert nccl_network_merge(base, {}) == {"env": base, "replaced": {}}
+    assert base == {"NCCL_PROTO": "LL", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}   # not mutated
