@@ -163,6 +163,20 @@ def sglang_node_args(nodes, hostvars, host, port=50000):
             "dist-init-addr": "%s:%d" % (address, _port(port))}
 
 
+def sglang_node_probe(nodes, hostvars, host, port=50000):
+    """What this node must reach of node 0 before anything stops: {"address": node 0's address (no brackets),
+    "ports": the dist port and the five after it}; {} on node 0 and for a server on one host. Raises on a
+    definition sglang_node_problems refuses."""
+    problems = sglang_node_problems(nodes, hostvars, host, port)
+    if problems:
+        raise AnsibleFilterError("; ".join(problems))
+    if not nodes or list(nodes).index(host) == 0:
+        return {}
+    first = _port(port)
+    return {"node0": nodes[0], "address": unbracket(_address(nodes[0], hostvars)),
+            "ports": list(range(first, first + PORTS_USED))}
+
+
 class FilterModule(object):
     """One SGLang server over several hosts."""
 
@@ -170,6 +184,7 @@ class FilterModule(object):
         return {
             "sglang_node_problems": sglang_node_problems,
             "sglang_node_args": sglang_node_args,
+            "sglang_node_probe": sglang_node_probe,
             "sglang_node_fingerprint": sglang_node_fingerprint,
             "sglang_node_mismatches": sglang_node_mismatches,
         }

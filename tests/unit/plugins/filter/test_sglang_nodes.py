@@ -180,3 +180,13 @@ def test_the_preflight_compares_the_nodes_before_anything_changes():
     # after the model preflight read the model, and in the preflight: before the lease and anything that writes
     assert names.index("Refuse a model the installed SGLang would not load (config.json, architecture, shards, "
                        "quantization, GPUs)") < names.index(setter["name"]) < names.index(refuse["name"])
+
+
+def test_probe_targets_node0s_dist_port_and_the_five_after_it_from_every_other_node():
+    from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import sglang_node_probe
+    hostvars = {"gpu-a1": {"ansible_host": "fd00::11"}, "gpu-a2": {"ansible_host": "10.0.0.12"}}
+    nodes = ["gpu-a1", "gpu-a2"]
+    assert sglang_node_probe(nodes, hostvars, "gpu-a1", 50000) == {}
+    assert sglang_node_probe([], hostvars, "gpu-a1", 50000) == {}
+    assert sglang_node_probe(nodes, hostvars, "gpu-a2", "50000") == {
+        "node0": "gpu-a1", "address": "fd00::11", "ports": [50000, 50001, 50002, 50003, 50004, 50005]}

@@ -1,0 +1,72 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The server role's preflight of a server over several hosts (issue 25): every node but node 0 connects to node 0's
+dist port and the five after it before anything stops, and refuses naming the node and the ports when they are
+not reachable. The role's own three tasks (taken from roles/server/tasks/preflight.yml by name) run in one play
+over a two-node inventory on this machine."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+import yaml
+
+from conftest import COLLECTIONS, MODULE_PYTHON, ROOT
+
+NAMES = ("What this node must reach of node 0 (fact _server_node_reach_target)",
+         "Connect to node 0's dist port and the five after it",
+         "Refuse a node that cannot reach node 0")
+
+
+def _role_tasks():
+    with open(os.path.join(ROOT, "roles", "server", "tasks", "preflight.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    picked = [t for t in tasks if t.get("name") in NAMES]
+    assert [t["name"] for t in picked] == list(NAMES)
+    return picked
+
+
+def _run(tmp_path, node0_address, port):
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(yaml.safe_dump({"all": {
+        "hosts": {"gpu-a1": {"ansible_host": node0_address}, "gpu-a2": {"ansible_host": "127.0.0.1"}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": MODULE_PYTHON,
+                 "sglang_server_nodes": ["gpu-a1", "gpu-a2"], "sglang_dist_init_port": port,
+                 "sglang_dist_probe_timeout": 2}}}))
+    play = tmp_path / "play.yml"
+    play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": _role_tasks() + [
+        {"name": "Say what was probed", "ansible.builtin.debug": {
+            "msg": "PROBED {{ _server_node_reach.ports | default('nothing') | to_json }}"}}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1", ANSIBLE_FORCE_COLOR="0")
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(inventory),
+                           str(play)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_ports_that_answer_pass_and_node0_probes_nothing(tmp_path):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    listener.close()
+    if port > 65530:
+        port = 40000
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen(1)
+    try:
+        rc, out = _run(tmp_path, "127.0.0.1", port)
+    finally:
+        listener.close()
+    assert rc == 0, out[-3000:]
+    assert '"%d": "open"' % port in out, out[-3000:]           # gpu-a2 probed node 0: one port listens
+    assert '"%d": "refused"' % (port + 5) in out, out[-3000:]  # nothing listens there yet: reachable
+    assert 'PROBED "nothing"' in out, out[-3000:]              # gpu-a1 is node 0
+
+
+def test_a_node_that_cannot_reach_node0_is_refused_by_name(tmp_path):
+    rc, out = _run(tmp_path, "gpuserve-no-such-node.invalid", 50000)
+    assert rc != 0
+    assert "sglang_server_nodes: gpu-a2 cannot reach node 0 (gpu-a1, gpuserve-no-such-node.invalid) on TCP " \
+           "50000, 50001, 50002, 50003, 50004, 50005" in " ".join(out.split())
+    assert "unresolved" in out and "nothing was changed" in " ".join(out.split())
