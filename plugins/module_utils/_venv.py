@@ -60,15 +60,15 @@ def ensure_venv(venv, python, check_mode=False, run=subprocess.run, uid=0, gid=0
         created = True
         changes.append("created the venv %s with %s" % (venv, python))
         if not check_mode:
-            proc = run([python, "-m", "venv", venv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       universal_newlines=True, timeout=timeout)
+            proc = run([python, "-m", "venv", venv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                       universal_newlines=True, timeout=timeout, check=False)
             if proc.returncode != 0:
                 raise RuntimeError("%s -m venv %s failed (rc %d): %s" % (
                     python, venv, proc.returncode, (proc.stderr or proc.stdout or "").strip()[-2000:]))
     site_packages = ""
     if os.path.exists(interpreter):
-        proc = run([interpreter, "-c", PURELIB], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                   universal_newlines=True, timeout=timeout)
+        proc = run([interpreter, "-c", PURELIB], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                   universal_newlines=True, timeout=timeout, check=False)
         if proc.returncode != 0:
             raise RuntimeError("%s could not say its site-packages (rc %d): %s" % (
                 interpreter, proc.returncode, (proc.stderr or proc.stdout or "").strip()[-2000:]))

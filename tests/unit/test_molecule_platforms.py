@@ -45,7 +45,8 @@ def test_the_host_matrix():
     # the fleet's rollout changes and verifies fleet-1 on Debian 13 through restart.yml, the server role on it
     fleet = [(p["name"], p["image"]) for p in SCENARIOS["fleet"]["platforms"]]
     assert fleet[0] == ("fleet-1", "${SYSTEMD_IMAGE_DEBIAN13:-gpuserve-sglang/debian13-systemd:1}")
-    assert all(image == "${SYSTEMD_IMAGE:-gpuserve-sglang/debian12-systemd:1}" for _, image in fleet[1:])
+    for host, image in fleet[1:]:
+        assert image == "${SYSTEMD_IMAGE:-gpuserve-sglang/debian12-systemd:1}", host
     for name in ("nccl_tuning", "sglang_service"):
         images = [p["image"] for p in SCENARIOS[name]["platforms"]]
         assert images == ["${SYSTEMD_IMAGE:-gpuserve-sglang/debian12-systemd:1}",

@@ -100,7 +100,7 @@ def test_verify_starts_the_interpreter_three_ways(venv, tmp_path):
 
 
 def test_verify_sees_what_is_missing(venv, tmp_path):
-    python, _ = venv
+    python = venv[0]
     env_file = tmp_path / "nccl.env"
     env_file.write_text("NCCL_A=1\n")
     out = _nccl_probe.verify(python, ["NCCL_A", "NCCL_B"], str(env_file))

@@ -27,7 +27,8 @@ class Recorder:
             return subprocess.CompletedProcess(argv, 1, "", "Error: ensurepip is not available")
         if self.fail_purelib and argv[1] == "-c":
             return subprocess.CompletedProcess(argv, 2, "", "boom")
-        return subprocess.run(argv, **kwargs)
+        kwargs.pop("check", None)
+        return subprocess.run(argv, check=False, **kwargs)
 
 
 def _mode(path):
