@@ -7,7 +7,7 @@
 Downloads the release's wheel for CPython 3.11 (x86_64 manylinux), installs it with the dependencies of its hash
 lock (roles/router/files/locks/<package>-<version>.txt, scripts/gen-sglang-lock.py --package ...) into a
 throw-away venv, starts the gateway's own launch module there with argparse's parse step replaced by a reader,
-and writes roles/router/files/gateways/<package>-<version>.yml: the wheel's name and sha256, the module the unit
+and writes roles/router/files/gateways/<package>-<version>.json: the wheel's name and sha256, the module the unit
 runs, and every flag that release's parser accepts (whether it takes a value, its choices). Nothing is typed by
 hand; regenerate, do not edit. pip's own index settings apply.
 """
@@ -57,7 +57,7 @@ def main():
         sys.exit("no hash lock %s: write it first with scripts/gen-sglang-lock.py --package %s --version %s"
                  % (lock, args.package, args.version))
     output = args.output or os.path.join(ROOT, "roles", "router", "files", "gateways",
-                                         "%s-%s.yml" % (args.package, args.version))
+                                         "%s-%s.json" % (args.package, args.version))
     with tempfile.TemporaryDirectory() as tmp:
         wheels = os.path.join(tmp, "wheels")
         subprocess.run([args.python, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
@@ -79,21 +79,19 @@ def main():
         if not line:
             sys.exit("%s did not reach its argument parser: %s" % (args.module, out[-2000:]))
         flags = json.loads(line[0][len("GATEWAY-FLAGS "):])
-    lines = [
-        "# What gpuserve.sglang.router knows of %s %s, read from its released wheel by" % (args.package, args.version),
-        "# scripts/gen-gateway-data.py (the release's own argument parser); regenerate, do not edit.",
-        "package: %s" % args.package,
-        "version: %s" % json.dumps(args.version),
-        "wheel: %s" % wheel,
-        "wheel_sha256: %s" % sha256,
-        "module: %s" % args.module,
-        "flags:",
-    ]
-    for name in sorted(flags):
-        lines.append("  %s: %s" % (name, json.dumps(flags[name], sort_keys=True)))
+    data = {
+        "generated_by": "scripts/gen-gateway-data.py from the released wheel (its own argument parser); regenerate, do not edit",
+        "package": args.package,
+        "version": args.version,
+        "wheel": wheel,
+        "wheel_sha256": sha256,
+        "module": args.module,
+        "flags": flags,
+    }
     os.makedirs(os.path.dirname(output), exist_ok=True)
     with open(output, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.write("\n")
     print("%s: %d flags of %s %s (%s)" % (output, len(flags), args.package, args.version, wheel))
 
 

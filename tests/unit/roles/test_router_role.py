@@ -33,7 +33,8 @@ def test_router_key_is_no_log_and_defaults_are_the_documented_ones():
     options = _yaml("meta", "argument_specs.yml")["argument_specs"]["main"]["options"]
     assert options["sglang_router_api_key"].get("no_log") is True
     assert DEFAULTS["sglang_router_policy"] == "cache_aware"
-    assert DEFAULTS["sglang_router_version"] == "0.3.2"
+    # the release is the gateway's pin (roles/router/vars/main.yml, tests/unit/roles/test_router_gateways.py)
+    assert DEFAULTS["sglang_router_gateway"] == "sglang-router" and DEFAULTS["sglang_router_version"] == ""
 
 
 def test_phases_and_tags():
@@ -70,6 +71,9 @@ def _render_unit(**over):
     variables = dict(DEFAULTS)
     variables.update({
         "ansible_managed": "Ansible managed", "role_path": ROLE,
+        "_router_release": "sglang-router-0.3.2", "_router_venv": "/opt/sglang-router/venv",
+        "_router_gateway": json.load(open(os.path.join(ROLE, "files", "gateways", "sglang-router-0.3.2.json"),
+                                          encoding="utf-8")),
         "_router_worker_urls": ["http://w1:30000", "http://w2:30000"],
         "_router_env_file": "/etc/sglang-router/sglang-router.env",
         "_router_flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
