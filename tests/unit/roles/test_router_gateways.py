@@ -131,3 +131,14 @@ def test_refused_before_the_host_changes_naming_the_reason(preflight, case):
 def test_known_gateways_releases_and_flags_pass(preflight, case):
     rc, out = preflight[case]
     assert rc == 0 and "PASSED" in out, out[-3000:]
+
+
+def test_each_install_read_registers_its_own_variable():
+    """A skipped task registers too: the read after pip (skipped when pip changed nothing) overwrote the read before
+    it, and the second run of molecule/router failed 'sglang-router None in /opt/sglang-router/venv'."""
+    with open(os.path.join(ROLE, "tasks", "install.yml"), encoding="utf-8") as handle:
+        tasks = yaml.safe_load(handle)
+    registers = [t["register"] for t in tasks if "register" in t]
+    assert len(registers) == len(set(registers)), registers
+    pinned = next(t for t in tasks if t["name"] == "The installed version is the pinned one")
+    assert "_router_installed_after if _router_pip is changed else _router_installed" in pinned["vars"]["_router_have"]
