@@ -20,7 +20,11 @@ NAMES = ("What this node must reach of node 0 (fact _server_node_reach_target)",
 
 
 def _role_tasks():
+    # preflight.yml includes nodes.yml for a server over several hosts (sglang_server_nodes)
     with open(os.path.join(ROOT, "roles", "server", "tasks", "preflight.yml"), encoding="utf-8") as handle:
+        include = [t for t in yaml.safe_load(handle) if t.get("ansible.builtin.include_tasks") == "nodes.yml"]
+    assert include and include[0]["when"] == "sglang_server_nodes | length > 0"
+    with open(os.path.join(ROOT, "roles", "server", "tasks", "nodes.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
     picked = [t for t in tasks if t.get("name") in NAMES]
     assert [t["name"] for t in picked] == list(NAMES)
