@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""Create or remove a molecule scenario's test hosts with the docker CLI (molecule/_shared/create.yml, destroy.yml).
+
+The docker driver's own create and destroy playbooks run about a dozen tasks with community.docker modules on
+the controller (each imports the Docker SDK) and took 7-64 s to create and 5-42 s to destroy a scenario's hosts on
+the 2-core machine while the suite ran (docs/development.md, issue 20); this does the same with one `docker run`
+per host, started together. It reads the scenario's platforms (molecule.yml, as JSON on stdin) and supports the
+keys the scenarios use: name, image (pre-built), command, hostname, capabilities, security_opts, cgroupns_mode,
+tmpfs, stop_signal, volumes, networks, privileged, env; any other key is refused by name, so a platform never
+silently loses a setting.
+
+  scripts/molecule-hosts.py create  < platforms.json
+  scripts/molecule-hosts.py destroy < platforms.json
+"""
+import json
+import shlex
+import subprocess
+import sys
+
+SUPPORTED = {"name", "image", "pre_build_image", "command", "hostname", "capabilities", "security_opts",
+             "cgroupns_mode", "tmpfs", "stop_signal", "volumes", "networks", "groups", "privileged", "env"}
+LABEL = "owner=molecule"
+
+
+def docker(*args, check=True):
+    proc = subprocess.run(["docker"] + list(args), capture_output=True, text=True, check=False)
+    if check and proc.returncode != 0:
+        raise SystemExit("docker %s: %s" % (" ".join(args), (proc.stderr or proc.stdout).strip()))
+    return proc
+
+
+def run_args(platform):
+    unknown = sorted(set(platform) - SUPPORTED)
+    if unknown:
+        raise SystemExit("platform %s: scripts/molecule-hosts.py does not support %s" % (platform["name"], unknown))
+    if not platform.get("pre_build_image", False):
+        raise SystemExit("platform %s: only pre-built images (pre_build_image: true)" % platform["name"])
+    args = ["run", "-d", "--name", platform["name"], "--hostname", platform.get("hostname", platform["name"]),
+            "--label", LABEL]
+    for cap in platform.get("capabilities", []):
+        args += ["--cap-add", cap]
+    for opt in platform.get("security_opts", []):
+        args += ["--security-opt", opt]
+    if platform.get("cgroupns_mode"):
+        args += ["--cgroupns", platform["cgroupns_mode"]]
+    for mount in platform.get("tmpfs", []):
+        args += ["--tmpfs", mount]
+    if platform.get("stop_signal"):
+        args += ["--stop-signal", platform["stop_signal"]]
+    for volume in platform.get("volumes", []):
+        args += ["-v", volume]
+    if platform.get("privileged"):
+        args.append("--privileged")
+    for key, value in (platform.get("env") or {}).items():
+        args += ["-e", "%s=%s" % (key, value)]
+    networks = [n["name"] for n in platform.get("networks", [])]
+    if networks:
+        args += ["--network", networks[0]]
+    args.append(platform["image"])
+    command = platform.get("command")
+    if command:
+        args += shlex.split(command) if isinstance(command, str) else list(command)
+    return args, networks[1:]
+
+
+def create(platforms):
+    for network in sorted({n["name"] for p in platforms for n in p.get("networks", [])}):
+        if docker("network", "inspect", network, check=False).returncode != 0:
+            docker("network", "create", "--label", LABEL, network)
+    started = []
+    for platform in platforms:
+        state = docker("inspect", "-f", "{{.State.Running}}", platform["name"], check=False)
+        if state.returncode == 0 and state.stdout.strip() == "true":
+            continue   # already there (molecule create on created hosts changes nothing)
+        if state.returncode == 0:
+            docker("rm", "-f", platform["name"])
+        args, more_networks = run_args(platform)
+        started.append((platform["name"], subprocess.Popen(["docker"] + args, stdout=subprocess.PIPE,
+                                                           stderr=subprocess.PIPE, text=True), more_networks))
+    for name, proc, more_networks in started:
+        out, err = proc.communicate()
+        if proc.returncode != 0:
+            raise SystemExit("docker run %s: %s" % (name, (err or out).strip()))
+        for network in more_networks:
+            docker("network", "connect", network, name)
+    print(json.dumps({"created": [name for name, _proc, _more in started]}))
+
+
+def destroy(platforms):
+    procs = [subprocess.Popen(["docker", "rm", "-f", "-v", p["name"]], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL) for p in platforms]
+    for proc in procs:
+        proc.wait()
+    for network in sorted({n["name"] for p in platforms for n in p.get("networks", [])}):
+        docker("network", "rm", network, check=False)   # still used by another scenario's host: left
+    left = [p["name"] for p in platforms if docker("inspect", p["name"], check=False).returncode == 0]
+    if left:
+        raise SystemExit("still there after docker rm -f: %s" % left)
+    print(json.dumps({"removed": [p["name"] for p in platforms]}))
+
+
+def main():
+    if len(sys.argv) != 2 or sys.argv[1] not in ("create", "destroy"):
+        raise SystemExit(__doc__)
+    platforms = json.load(sys.stdin)
+    (create if sys.argv[1] == "create" else destroy)(platforms)
+
+
+if __name__ == "__main__":
+    main()
