@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from conftest import run_play_batch
+from test_router_inputs import PLAY  # pylint: disable=import-error
 from test_router_role import ROLE, _render_unit, _settings  # pylint: disable=import-error
 
 VARS = yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8"))
@@ -76,16 +77,6 @@ def test_the_unit_runs_the_release_module_from_the_gateways_own_venv():
     assert _data("smg-1.13.0")["wheel_sha256"] in _unit("smg")
 
 
-PLAY = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - ansible.builtin.include_role:
-        name: gpuserve.sglang.router
-        tasks_from: preflight.yml
-    - ansible.builtin.debug:
-        msg: PASSED
-"""
 BASE = {"sglang_router_worker_urls": ["http://10.0.0.1:30000"]}
 CASES = {
     "nginx": ({"sglang_router_gateway": "nginx"}, "sglang_router_gateway must be one of sglang-router, smg, got \"nginx\""),
