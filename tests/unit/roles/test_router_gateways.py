@@ -94,9 +94,6 @@ CASES = {
     "venv-relative": ({"sglang_router_venv": "opt/venv"}, "sglang_router_venv must be an absolute path"),
     "gateway-path": ({"sglang_router_gateway": "../../etc", "sglang_router_version": "1.0"},
                      "sglang_router_gateway must be one of"),
-    # SMG 1.13.0 does not check the key (molecule/router_ha case (f) measures it): refused unless acknowledged
-    "smg-with-key": ({"sglang_router_gateway": "smg", "sglang_router_api_key": "k-123"},
-                     "SMG 1.13.0 does not check sglang_router_api_key"),
 }
 PASSING = {
     "smg": {"sglang_router_gateway": "smg"},
@@ -105,8 +102,7 @@ PASSING = {
     "router-known-flag": {"sglang_router_extra_args": {"cb-failure-threshold": 5}},
     "router-own-venv": {"sglang_router_venv": "/srv/gw/venv"},
     "router-with-key": {"sglang_router_api_key": "k-123"},
-    "smg-with-key-acknowledged": {"sglang_router_gateway": "smg", "sglang_router_api_key": "k-123",
-                                  "sglang_router_allow_unauthenticated": True},
+    "smg-with-key": {"sglang_router_gateway": "smg", "sglang_router_api_key": "k-123"},
 }
 
 
