@@ -17,6 +17,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 
 SUPPORTED = {"name", "image", "pre_build_image", "command", "hostname", "capabilities", "security_opts",
              "cgroupns_mode", "tmpfs", "stop_signal", "volumes", "networks", "groups", "privileged", "env"}
@@ -84,7 +85,31 @@ def create(platforms):
             raise SystemExit("docker run %s: %s" % (name, (err or out).strip()))
         for network in more_networks:
             docker("network", "connect", network, name)
+    # A host whose init is systemd is ready once its boot is done: until then systemd-tmpfiles-setup empties /tmp,
+    # and a module run that started early lost its AnsiballZ payload there (seen: FileNotFoundError on the payload
+    # zip in the first task of prepare). The docker driver's slower create hid the race.
+    for name, _proc, _more in started:
+        platform = next(p for p in platforms if p["name"] == name)
+        if "systemd" in str(platform.get("command", "")):
+            wait_booted(name)
     print(json.dumps({"created": [name for name, _proc, _more in started]}))
+
+
+def wait_booted(name, bound=300):
+    """`systemctl is-system-running --wait` in the host until it answers running or degraded (a unit that failed at
+    boot is the scenario's to judge). Right after `docker run` there is no bus yet ("Failed to connect to bus"):
+    asked again every half second; the bound is only against a host that never finishes booting."""
+    deadline = time.monotonic() + bound
+    while True:
+        proc = subprocess.run(["docker", "exec", name, "timeout", str(bound), "systemctl", "is-system-running", "--wait"],
+                              capture_output=True, text=True, check=False)
+        state = proc.stdout.strip()
+        if state in ("running", "degraded"):
+            return
+        if time.monotonic() > deadline or (state and "Failed to connect to bus" not in proc.stderr):
+            raise SystemExit("%s: systemd did not finish booting within %d s: %r %s"
+                             % (name, bound, state, proc.stderr.strip()))
+        time.sleep(0.5)
 
 
 def destroy(platforms):

@@ -20,17 +20,18 @@ FAKE_DOCKER = """#!/bin/sh
 echo "$*" >> "$DOCKER_CALLS"
 case "$1" in
   inspect) exit 1 ;;            # no such container yet
+  exec) echo "${FAKE_BOOT:-running}"; exit 0 ;;   # systemctl is-system-running --wait
   network) [ "$2" = inspect ] && exit 1; exit 0 ;;
 esac
 exit 0
 """
 
 
-def _run(tmp_path, action, platforms):
+def _run(tmp_path, action, platforms, boot="running"):
     (tmp_path / "docker").write_text(FAKE_DOCKER)
     (tmp_path / "docker").chmod(0o755)
     calls = tmp_path / "calls"
-    env = dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]), DOCKER_CALLS=str(calls))
+    env = dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]), DOCKER_CALLS=str(calls), FAKE_BOOT=boot)
     proc = subprocess.run([sys.executable, SCRIPT, action], input=json.dumps(platforms), env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     return proc, (calls.read_text().splitlines() if calls.exists() else [])
@@ -55,6 +56,14 @@ def test_every_platform_setting_becomes_its_docker_run_flag(tmp_path):
                    "-v /etc/ssl/certs/ca-certificates.crt:/usr/local/share/gpuserve/host-ca-bundle.crt:ro "
                    "--network gpuserve-net gpuserve-sglang/debian12-systemd:1 /lib/systemd/systemd")
     assert json.loads(proc.stdout) == {"created": ["gpuserve-x"]}
+    # created means booted: systemd-tmpfiles-setup empties /tmp during the boot, under a module run's payload
+    assert calls[-1] == "exec gpuserve-x timeout 300 systemctl is-system-running --wait"
+
+
+def test_a_host_that_does_not_finish_booting_fails_the_create(tmp_path):
+    proc, _calls = _run(tmp_path, "create", [HOST], boot="starting")
+    assert proc.returncode != 0
+    assert "gpuserve-x: systemd did not finish booting within 300 s: 'starting'" in proc.stderr
 
 
 def test_a_setting_it_does_not_know_is_refused_by_name(tmp_path):
