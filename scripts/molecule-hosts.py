@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Create or remove a molecule scenario's test hosts with the docker CLI (molecule/_shared/create.yml, destroy.yml).
 
@@ -10,8 +9,8 @@ keys the scenarios use: name, image (pre-built), command, hostname, capabilities
 tmpfs, stop_signal, volumes, networks, privileged, env; any other key is refused by name, so a platform never
 silently loses a setting.
 
-  scripts/molecule-hosts.py create  < platforms.json
-  scripts/molecule-hosts.py destroy < platforms.json
+  python3 scripts/molecule-hosts.py create  < platforms.json
+  python3 scripts/molecule-hosts.py destroy < platforms.json
 """
 import json
 import shlex

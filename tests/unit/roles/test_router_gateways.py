@@ -88,7 +88,7 @@ CASES = {
                          "flags smg 1.13.0 does not know (sglang_router_extra_args): no-such-flag"),
     # a flag SMG has and sglang-router 0.3.2 has not: refused on one gateway, passed on the other
     "wasm-on-router": ({"sglang_router_extra_args": {"enable-wasm": True}},
-                          "flags sglang-router 0.3.2 does not know (sglang_router_extra_args): enable-wasm"),
+                       "flags sglang-router 0.3.2 does not know (sglang_router_extra_args): enable-wasm"),
     "venv-newline": ({"sglang_router_venv": "/opt/smg/venv\nExecStartPre=/bin/sh"},
                      "sglang_router_venv must be an absolute path without spaces or control characters"),
     "venv-relative": ({"sglang_router_venv": "opt/venv"}, "sglang_router_venv must be an absolute path"),
