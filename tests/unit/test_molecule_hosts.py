@@ -27,11 +27,12 @@ exit 0
 """
 
 
-def _run(tmp_path, action, platforms, boot="running"):
+def _run(tmp_path, action, platforms, boot="running", bound="300"):
     (tmp_path / "docker").write_text(FAKE_DOCKER)
     (tmp_path / "docker").chmod(0o755)
     calls = tmp_path / "calls"
-    env = dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]), DOCKER_CALLS=str(calls), FAKE_BOOT=boot)
+    env = dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]), DOCKER_CALLS=str(calls), FAKE_BOOT=boot,
+               GPUSERVE_HOST_BOOT_TIMEOUT=bound)
     proc = subprocess.run([sys.executable, SCRIPT, action], input=json.dumps(platforms), env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     return proc, (calls.read_text().splitlines() if calls.exists() else [])
@@ -61,9 +62,11 @@ def test_every_platform_setting_becomes_its_docker_run_flag(tmp_path):
 
 
 def test_a_host_that_does_not_finish_booting_fails_the_create(tmp_path):
-    proc, _calls = _run(tmp_path, "create", [HOST], boot="starting")
+    # "offline" (no manager yet) and "starting" are asked again until the bound (GPUSERVE_HOST_BOOT_TIMEOUT)
+    proc, calls = _run(tmp_path, "create", [HOST], boot="offline", bound="2")
     assert proc.returncode != 0
-    assert "gpuserve-x: systemd did not finish booting within 300 s: 'starting'" in proc.stderr
+    assert "gpuserve-x: systemd did not finish booting within 2 s: 'offline'" in proc.stderr
+    assert len([c for c in calls if c.startswith("exec ")]) >= 3   # asked again, every half second
 
 
 def test_a_setting_it_does_not_know_is_refused_by_name(tmp_path):
