@@ -81,8 +81,8 @@ def test_mask_hides_both_keys():
     assert s.mask("x --api-key=abc --admin-api-key def y") == "x --api-key=******** --admin-api-key ******** y"
 
 
-def _child(code):
-    return subprocess.Popen([sys.executable, "-c", code])
+def _child(code, **kwargs):
+    return subprocess.Popen([sys.executable, "-c", code], **kwargs)
 
 
 def test_stop_terminates_a_real_process_with_sigterm():
@@ -99,10 +99,12 @@ def test_stop_terminates_a_real_process_with_sigterm():
 
 def test_stop_kills_a_process_that_ignores_sigterm():
     child = _child("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-                   "sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(60)")
+                   "sys.stdout.write('ready\\n'); sys.stdout.flush(); time.sleep(60)",
+                   stdout=subprocess.PIPE)
     try:
-        import time
-        time.sleep(0.5)                                 # let it install the handler
+        # The handler is in place once the child says so: a fixed sleep raced a busy machine
+        # (CI of stop 32: SIGTERM reached the child before SIG_IGN, so it was "stopped").
+        assert child.stdout.readline() == b"ready\n"
 
         def alive(_pid):
             return child.poll() is None
@@ -111,6 +113,7 @@ def test_stop_kills_a_process_that_ignores_sigterm():
     finally:
         if child.poll() is None:
             child.kill()
+        child.stdout.close()
 
 
 def test_stop_of_a_gone_process_changes_nothing():
