@@ -41,6 +41,7 @@ FIELDS = {
     "requested_bytes / 1e9": "gb", "requested_bytes / 1000000000.0": "gb", "self.pool_label": "pool", "cache_name": "pool",
     "self.max_total_num_tokens": "tokens", "i": "rank", "rank": "rank",
     "server_args": "args", "_server_args_for_logging(server_args)": "args",
+    "get_parallel().node_rank": "node_rank", "server_args.node_rank": "node_rank",
     "self.dtype": "dtype", "ratio": "ratio", "self.weight_load_mem_usage": "mem_gb",
     "time.perf_counter() - tic_total": "elapsed", "self.weight_load_time": "elapsed",
     "type(self.model).__name__": "model_type", "available_bytes / 1e9": "free_gb",
@@ -105,6 +106,9 @@ FAMILIES = {
                       "the main process learned a child failed (running phase)"),
     "fatal_init_failed": (True, ["entrypoints/engine.py"], "Initialization failed. Please see the error messages",
                           "start-up failed"),
+    "nonzero_node_sigterm": (False, ["entrypoints/engine.py"], "SIGTERM received on node_rank",
+                             "a node other than node 0 of a multi-node server got SIGTERM and waits for node 0's "
+                             "shutdown broadcast"),
 }
 
 
@@ -185,6 +189,21 @@ RULES = {
     "spec_max_running_requests_default": (["server_args.py", "arg_groups/speculative_hook.py"],
                                           lambda src: _regex_value(src, r"self\.max_running_requests = (\d+)",
                                                                    r"max_running_requests=(\d+)", cast=int)),
+    # A server over several hosts (--nnodes): which global TP ranks a node runs (entrypoints/engine.py, 0.5.9
+    # _launch_subprocesses, 0.5.23 _compute_node_rank_ranges): "contiguous" = tp_size // nnodes_per_tp_group ranks
+    # from tp_size_per_node * (node_rank % nnodes_per_tp_group); each node's journal holds its own ranks' lines
+    "node_tp_ranks": (["entrypoints/engine.py"],
+                      lambda src: ("contiguous", _find_line(src, "tp_size_per_node * (node_rank % nnodes_per_tp_group"))
+                      if "tp_size_per_node * (node_rank % nnodes_per_tp_group" in src else
+                      ("contiguous", _find_line(src, "tp_size_per_node * (server_args.node_rank % nnodes_per_tp_group"))
+                      if "tp_size_per_node * (server_args.node_rank % nnodes_per_tp_group" in src else (None, None)),
+    # What SIGTERM does to a node other than node 0: "waits_for_node0" (0.5.23: a handler that logs and waits for
+    # node 0's ShutdownReq broadcast; systemd's TimeoutStopSec is the backstop) or "exits" (0.5.9: no handler,
+    # Python's default ends the process)
+    "nonzero_node_sigterm": (["entrypoints/engine.py"],
+                             lambda src: ("waits_for_node0", _find_line(src, "SIGTERM received on node_rank"))
+                             if "SIGTERM received on node_rank" in src else
+                             ("exits", _find_line(src, "node_rank >= 1")) if "node_rank >= 1" in src else (None, None)),
     # ModelOpt NVFP4 on SM120 (RTX PRO 6000 Blackwell, compute capability 12.0): the release's modelopt_quant.py
     # has a path for it (0.5.9: is_sm120_supported(); 0.5.23: get_platform().is_sm120); the model preflight
     # refuses NVFP4 on an SM120 GPU with a release that has none

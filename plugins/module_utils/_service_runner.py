@@ -28,10 +28,11 @@ import traceback
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
-    ALL_TEXTS, LogWatch, installed_release, mask_secrets, texts_for)
+    ALL_TEXTS, LogWatch, installed_release, mask_secrets, ranks_missing, texts_for)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import (
-    STOP_JOB_TYPES, SystemdError, exec_start_facts, scheduler_count)
+    STOP_JOB_TYPES, SystemdError, exec_start_facts, node_scheduler_count, node_tp_ranks)
 
 from http.client import HTTPException
 from urllib.error import HTTPError, URLError
@@ -125,6 +126,7 @@ class ServiceRunner(object):
         self.hybrid = hybrid      # None: from the model's config.json (ExecStart's --model-path)
         self.hybrid_settled = False
         self.ranks = ranks
+        self.rank_ids = None      # a node of a multi-node server: the global TP ranks it runs (ExecStart)
         self.poll_interval = float(poll_interval)
         self.check_mode = check_mode
         self.journalctl = journalctl
@@ -280,7 +282,8 @@ class ServiceRunner(object):
                                       if self.hicache_on() or watch.hicache else {})
             self.result["kv_cache"] = watch.kv_summary()
             if self.hybrid or watch.mamba:
-                self.result["hybrid"] = watch.hybrid_summary(self.expected_ranks() if self.hybrid else None)
+                self.result["hybrid"] = watch.hybrid_summary(self.expected_ranks() if self.hybrid else None,
+                                                             self.rank_ids)
             self.result["ready_line"] = self.mask(watch.ready_line)
             matched = {}
             if watch.ready_line:
@@ -315,7 +318,7 @@ class ServiceRunner(object):
         """Write the state file after a start proven from the journal (not in check mode)."""
         if self.state_store is None or self.check_mode or self.saved or not self.result.get("invocation_id"):
             return
-        if not self.watch.ready_line and not self.facts.get("quiet"):
+        if not self.watch.ready_line and not self.facts.get("quiet") and not self.follower():
             return
         record = {
             "invocation_id": self.result["invocation_id"], "main_pid": self.result.get("main_pid"),
@@ -356,7 +359,8 @@ class ServiceRunner(object):
                 ratio = self.watch.hicache_auto_ratio
             elif not self.watch.texts.hicache_auto:
                 ratio = 2.0
-        return self.watch.hicache_summary(expected, ratio=ratio, size_gb=size, page_size=facts.get("page_size") or 1)
+        return self.watch.hicache_summary(expected, ratio=ratio, size_gb=size, page_size=facts.get("page_size") or 1,
+                                          rank_ids=self.rank_ids)
 
     def timeline(self):
         total = round(self.elapsed(), 3)
@@ -408,6 +412,37 @@ class ServiceRunner(object):
     def expected_ranks(self):
         return self.ranks or 1
 
+    def ranks_complete(self, tags):
+        """Every scheduler of this node printed that line: on a node of a multi-node server its own global ranks
+        by name (lines of other ranks do not count), else as many as it runs."""
+        tags = list(tags)
+        if self.rank_ids:
+            missing = ranks_missing(tags, self.expected_ranks(), self.rank_ids)
+            if "ranks_missing" in missing:
+                return not missing["ranks_missing"]
+        return len(tags) >= self.expected_ranks()
+
+    def ready_what(self):
+        if self.watch.ready_line or not self.follower():
+            return "the ready line"
+        return "node %d's health server (its schedulers up; TP ranks %s expected here)" % (
+            self.facts.get("node_rank") or 0, "-".join(str(r) for r in (self.rank_ids[0], self.rank_ids[-1]))
+            if self.rank_ids else "?")
+
+    def follower(self):
+        """A node other than node 0 of a server over several hosts (ExecStart's --nnodes N --node-rank K, K > 0):
+        SGLang runs its schedulers there, no tokenizer and no HTTP API, prints no ready line, and once every
+        scheduler of the node is up serves a health server whose /health is a constant 200 (entrypoints/engine.py,
+        launch_dummy_health_check_server)."""
+        return (self.facts.get("nnodes") or 1) > 1 and (self.facts.get("node_rank") or 0) > 0
+
+    def ready_seen(self):
+        """Node 0 (or one node): the ready line. A follower node: its health server answers (it starts only after
+        every scheduler of the node reported ready, so its rank lines are in the journal by then)."""
+        if self.watch.ready_line:
+            return True
+        return self.follower() and self.watch.lines_seen > 0 and self.health_ok()
+
     def _execute(self):
         st = self.systemctl.show(self.unit)
         if st.load_state == "not-found":
@@ -422,7 +457,19 @@ class ServiceRunner(object):
             config = _model_check.read_config(facts["model_path"]) if facts.get("model_path") else None
             self.hybrid = _model_check.is_hybrid(config)
         if self.ranks is None:
-            self.ranks = scheduler_count(facts)
+            self.ranks = node_scheduler_count(facts)
+        if (facts.get("nnodes") or 1) > 1:
+            rule = ((RELEASES.get(self.result.get("sglang_texts", {}).get("release") or "") or {})
+                    .get("rules", {}).get("node_tp_ranks"))
+            self.rank_ids = node_tp_ranks(facts, rule or "contiguous")
+            self.result["node"] = {"nnodes": facts["nnodes"], "node_rank": facts.get("node_rank") or 0,
+                                   "tp_ranks": self.rank_ids, "ranks_expected": self.expected_ranks()}
+            if self.follower() and not self.health_url and not self.check_mode:
+                # Refused before anything is queued: nothing in such a node's journal says its schedulers are up.
+                self.fail("ExecStart of %s runs node %d of %d of a multi-node server (--node-rank): SGLang prints no "
+                          "ready line there and serves only a health server once every scheduler of the node is up; "
+                          "set health_url (http://<host>:<port>/health of this node)"
+                          % (self.unit, facts.get("node_rank") or 0, facts["nnodes"]))
         if (facts.get("log_level") or "").lower() in QUIET_LOG_LEVELS:
             facts["quiet"] = True
             if not self.health_url:
@@ -615,7 +662,7 @@ class ServiceRunner(object):
                     self.sources.update({"ready": "live: /health 200 and /get_server_info (log level %s)"
                                          % self.facts.get("log_level")})
                     return None
-            if self.watch.ready_line:
+            if self.ready_seen():
                 self.check_hicache()
                 self.check_hybrid()
                 if self.health_ok():
@@ -791,7 +838,7 @@ class ServiceRunner(object):
             return
         expected = self.expected_ranks()
         seen = list(self.watch.hicache)
-        if len(seen) >= expected:
+        if self.ranks_complete(seen):
             self.check_hicache_request()
             return
         if not self.hicache_settled:
@@ -815,9 +862,9 @@ class ServiceRunner(object):
         if self.watch.hicache_unread:
             unread = [self.mask(line) for line in self.watch.hicache_unread]
             where += "; seen instead, in no known form: %s" % " | ".join(unread)
-        self.fail("HiCache not initialised in invocation %s: the ready line came with %d of %d host-allocation "
+        self.fail("HiCache not initialised in invocation %s: %s came with %d of %d host-allocation "
                   "lines (text family hicache_host_pool: %s; read as %s), ranks missing: %s%s"
-                  % (self.result["invocation_id"], len(seen), expected,
+                  % (self.result["invocation_id"], self.ready_what(), len(seen), expected,
                      " or ".join("'%s'" % text for text in self.watch.texts.hicache_texts), read_as, missing, where))
 
     def read_as(self):
@@ -834,20 +881,20 @@ class ServiceRunner(object):
         expected = self.expected_ranks()
         texts = self.watch.texts
         want_host = self.hicache_on() and bool(texts.hicache_mamba)
-        if len(self.watch.mamba) >= expected and (not want_host or len(self.watch.hicache_mamba) >= expected):
+        if self.ranks_complete(self.watch.mamba) and (not want_host or self.ranks_complete(self.watch.hicache_mamba)):
             return
         if not self.hybrid_settled:
             self.hybrid_settled = True
             self.settle()
             return self.check_hybrid()
         read_as = self.read_as()
-        summary = self.watch.hybrid_summary(expected)
-        if len(self.watch.mamba) < expected:
+        summary = self.watch.hybrid_summary(expected, self.rank_ids)
+        if not self.ranks_complete(self.watch.mamba):
             missing = (", ".join("TP%d" % rank for rank in summary["ranks_missing"]) if "ranks_missing" in summary
                        else "%d" % summary.get("ranks_missing_count", 0))
-            self.fail("hybrid model's Mamba state pool not initialised in invocation %s: the ready line came with %d "
+            self.fail("hybrid model's Mamba state pool not initialised in invocation %s: %s came with %d "
                       "of %d Mamba pool lines (text family mamba_pool: %s; read as %s), ranks missing: %s"
-                      % (self.result["invocation_id"], len(self.watch.mamba), expected,
+                      % (self.result["invocation_id"], self.ready_what(), len(self.watch.mamba), expected,
                          " or ".join("'%s'" % t for t in texts.mamba_texts), read_as, missing))
         self.fail("HiCache of the hybrid model's Mamba state not initialised in invocation %s: %d of %d host pool "
                   "lines (text family hicache_mamba_host_pool: %s; read as %s)"

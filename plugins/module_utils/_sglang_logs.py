@@ -248,13 +248,15 @@ def rank_keys(tags):
     return sorted(tags, key=_tag_sort_key)
 
 
-def ranks_missing(tags, expected_ranks):
-    """{ranks_missing: [n, ...]} of the plain TP ranks below ``expected_ranks`` without a line, or
-    {ranks_missing_count: n} when the tags are not plain TPn (DP / PP / EP tags)."""
+def ranks_missing(tags, expected_ranks, rank_ids=None):
+    """{ranks_missing: [n, ...]} of the plain TP ranks without a line: those below ``expected_ranks``, or the
+    global ranks ``rank_ids`` one node of a multi-node server runs; {ranks_missing_count: n} when the tags are not
+    plain TPn (DP / PP / EP tags)."""
     tags = list(tags)
     if all(tag == "" or PURE_TP_RE.match(tag) for tag in tags):
         seen = set(rank_keys(tags))
-        return {"ranks_missing": [rank for rank in range(expected_ranks) if rank not in seen]}
+        wanted = list(rank_ids) if rank_ids else list(range(expected_ranks))
+        return {"ranks_missing": [rank for rank in wanted if rank not in seen]}
     return {"ranks_missing_count": max(0, expected_ranks - len(tags))}
 
 
@@ -411,7 +413,7 @@ class LogWatch(object):
     def expect_missing(self):
         return [regex.pattern for regex in self.expect_res if regex.pattern not in self.expect_matched]
 
-    def hicache_summary(self, expected_ranks=None, ratio=None, size_gb=None, page_size=1):
+    def hicache_summary(self, expected_ranks=None, ratio=None, size_gb=None, page_size=1, rank_ids=None):
         values = list(self.hicache.values())
         summary = {
             "ranks_seen": rank_keys(self.hicache),
@@ -421,8 +423,10 @@ class LogWatch(object):
             "host_pool_gb_max": max(values) if values else None,
             "host_pool_gb_total": round(sum(values), 2) if values else 0.0,
         }
+        if rank_ids:
+            summary["ranks_of_this_node"] = list(rank_ids)
         if expected_ranks:
-            summary.update(ranks_missing(self.hicache, expected_ranks))
+            summary.update(ranks_missing(self.hicache, expected_ranks, rank_ids))
         if self.hicache_late:
             summary["ranks_after_ready"] = rank_keys(self.hicache_late)
         if self.hicache_tokens:
@@ -441,12 +445,12 @@ class LogWatch(object):
             summary["requested"] = check
         return summary
 
-    def hybrid_summary(self, expected_ranks=None):
+    def hybrid_summary(self, expected_ranks=None, rank_ids=None):
         """A hybrid model's Mamba state pool per rank (and its HiCache host pool where the release has one)."""
         summary = {"ranks_seen": rank_keys(self.mamba), "ranks_expected": expected_ranks,
                    "state_slots_per_rank": min(self.mamba.values()) if self.mamba else None}
         if expected_ranks:
-            summary.update(ranks_missing(self.mamba, expected_ranks))
+            summary.update(ranks_missing(self.mamba, expected_ranks, rank_ids))
         if self.hicache_mamba:
             summary["host_pool_ranks_seen"] = rank_keys(self.hicache_mamba)
             summary["host_pool_gb_per_rank"] = max(self.hicache_mamba.values())

@@ -24,6 +24,8 @@ RELEASES = {
             'mamba_radix_cache_strategy': False,
             'mamba_slots_per_request_base': 3,
             'multithread_load_default': False,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
             'nvfp4_sm120': True,
             'spec_max_running_requests_default': 48,
         },
@@ -334,6 +336,8 @@ RELEASES = {
             'mamba_radix_cache_strategy': True,
             'mamba_slots_per_request_base': 3,
             'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'waits_for_node0',
             'nvfp4_sm120': True,
             'spec_max_running_requests_default': 48,
         },
@@ -751,6 +755,12 @@ RELEASES = {
                     'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
                     'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
                     'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'nonzero_node_sigterm': [
+                (
+                    'SIGTERM received on node_rank {node_rank}; waiting for the rank-0 ShutdownReq broadcast to'
+                    ' stop the schedulers.'
                 ),
             ],
             'ready': [

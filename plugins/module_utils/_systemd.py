@@ -76,7 +76,7 @@ _INT_FLAGS = {
     "--tp": "tp", "--tp-size": "tp", "--tensor-parallel-size": "tp",
     "--pp": "pp", "--pp-size": "pp", "--pipeline-parallel-size": "pp",
     "--dp": "dp", "--dp-size": "dp", "--data-parallel-size": "dp",
-    "--page-size": "page_size",
+    "--page-size": "page_size", "--nnodes": "nnodes", "--node-rank": "node_rank",
 }
 _FLOAT_FLAGS = {"--hicache-ratio": "hicache_ratio", "--hicache-size": "hicache_size"}
 _STR_FLAGS = {"--log-level": "log_level", "--api-key": "api_key", "--admin-api-key": "admin_api_key",
@@ -88,7 +88,8 @@ def exec_start_facts(argv):
     the API keys (to mask them in every returned line) and the listening address."""
     facts = {"hicache": False, "tp": None, "pp": None, "dp": None, "dp_attention": False, "page_size": None,
              "hicache_ratio": None, "hicache_size": None, "log_level": None, "api_key": None,
-             "admin_api_key": None, "host": None, "port": None, "model_path": None}
+             "admin_api_key": None, "host": None, "port": None, "model_path": None, "nnodes": None,
+             "node_rank": None}
     for index, arg in enumerate(argv):
         flag, sep, inline = arg.partition("=")
         raw = inline if sep else (argv[index + 1] if index + 1 < len(argv) else "")
@@ -121,6 +122,29 @@ def scheduler_count(facts):
     if dp > 1 and not facts.get("dp_attention"):
         count *= dp
     return count
+
+
+def node_tp_ranks(facts, rule="contiguous"):
+    """The global TP ranks one node of a server over several hosts runs (``--nnodes N --node-rank K``), as SGLang
+    assigns them (the release's rule ``node_tp_ranks``, read from its entrypoints/engine.py: "contiguous" =
+    ``tp_size_per_node * (node_rank % nnodes_per_tp_group)`` onwards, ``tp_size // nnodes_per_tp_group`` of them).
+    None on one node, with pipeline parallelism (the ranks then carry PP tags: counted, not named), or when the
+    release's rule is another (unknown) one."""
+    nnodes = facts.get("nnodes") or 1
+    if nnodes <= 1 or rule != "contiguous" or (facts.get("pp") or 1) > 1:
+        return None
+    tp = facts.get("tp") or 1
+    node_rank = facts.get("node_rank") or 0
+    nnodes_per_tp_group = nnodes          # pp 1: nnodes_per_pp_rank = nnodes // pp_size
+    per_node = max(tp // nnodes_per_tp_group, 1)
+    start = per_node * (node_rank % nnodes_per_tp_group)
+    return list(range(start, start + per_node))
+
+
+def node_scheduler_count(facts):
+    """The schedulers one node runs: scheduler_count over the nodes (each prints its own lines)."""
+    nnodes = facts.get("nnodes") or 1
+    return max(1, scheduler_count(facts) // nnodes) if nnodes > 1 else scheduler_count(facts)
 
 
 _TIMESPAN_UNITS = {

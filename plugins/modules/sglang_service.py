@@ -66,6 +66,10 @@ options:
     description:
       - When set, readiness also needs HTTP 200 from this URL (GET, no proxy), for example V(http://127.0.0.1:30000/health).
       - Polled only after the ready line appeared.
+      - Required on a node other than node 0 of a server over several hosts (ExecStart's C(--nnodes N --node-rank K),
+        K > 0). SGLang runs only schedulers there, prints no ready line and serves a health server (a constant 200)
+        once every scheduler of the node is up; that answer and every one of the node's own global TP ranks in the
+        journal (KV pool, HiCache host pool) prove the node.
     type: str
   ready_pattern:
     description:
@@ -257,8 +261,16 @@ sglang_texts:
   returned: when the unit was read
   type: dict
   sample: {release: 0.5.23, how: importlib.metadata of /opt/sglang/venv/bin/python, tables: [0.5.23], known: [0.5.9, 0.5.23]}
+node:
+  description:
+    - On a node of a server over several hosts (ExecStart's C(--nnodes)), which node this is and which ranks it must
+      prove. V(tp_ranks) are the global TP ranks SGLang runs on it (the release's rule, read from its
+      entrypoints/engine.py); V(null) with pipeline parallelism, where ranks are counted, not named.
+  returned: when ExecStart has --nnodes above 1
+  type: dict
+  sample: {nnodes: 2, node_rank: 1, tp_ranks: [8, 9, 10, 11, 12, 13, 14, 15], ranks_expected: 8}
 ready_line:
-  description: The ready line of this invocation.
+  description: The ready line of this invocation (V(null) on a node other than node 0: SGLang prints none there).
   returned: always
   type: str
   sample: "[2026-11-29 17:54:37] The server is fired up and ready to roll!"

@@ -857,3 +857,91 @@ def test_a_hybrid_model_with_hicache_on_0_5_23_needs_the_mamba_host_pool_on_ever
     assert "HiCache of the hybrid model's Mamba state not initialised" in res["msg"]
     assert "1 of 2 host pool lines (text family hicache_mamba_host_pool: 'Allocating {gb:.2f} GB host memory for " \
         "hierarchical Mamba cache" in res["msg"]
+
+
+# ---- a node of a server over several hosts (issue 25) -------------------------------------------------------------
+NODE_EXEC = ("/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /m --nnodes 2 --node-rank %d "
+             "--dist-init-addr gpu-a1:50000 --tp 16 --enable-hierarchical-cache --hicache-ratio 2")
+
+
+def node_script(ranks, hicache_ranks=None, ready=False, load=3.0):
+    """One node's start-up: its own global TP ranks' lines (SGLang's scheduler prefix), node 0 alone serves the API
+    and prints the ready line; the others print nothing after their schedulers are up."""
+    lines = [(0.2, "[%s] server_args=ServerArgs(model_path='/m', tp_size=16, nnodes=2)" % STAMP)]
+    for rank in ranks:
+        lines.append((1.0, "[%s TP%d] KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB" % (STAMP, rank)))
+    for rank in (ranks if hicache_ranks is None else hicache_ranks):
+        lines.append((load - 0.5, "[%s TP%d] Allocating 22.39 GB host memory for hierarchical KV cache."
+                      % (STAMP, rank)))
+    if ready:
+        lines.append((load, "INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)"))
+        lines.append((load + 1.0, READY))
+    return {"lines": lines, "exit_at": None}
+
+
+def _health_after(seconds):
+    """The node's health server: nothing listens before its schedulers are up, then a constant 200."""
+    return lambda age: 200 if age >= seconds else None
+
+
+def test_a_follower_node_is_proven_by_its_own_ranks_and_its_health_server():
+    host = FakeHost([node_script(range(8, 16)), node_script(range(8, 16))], exec_start=NODE_EXEC % 1,
+                    health=_health_after(3.0))
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["node"] == {"nnodes": 2, "node_rank": 1, "tp_ranks": list(range(8, 16)), "ranks_expected": 8}
+    assert res["hicache"]["ranks_seen"] == list(range(8, 16))
+    assert res["hicache"]["ranks_missing"] == []
+    assert res["ready_line"] is None
+    assert res["invocation_id"] == "%032x" % 2
+    assert host.now >= 3.0              # not before its health server answered
+
+
+def test_a_follower_node_missing_a_rank_of_its_own_fails_naming_it():
+    host = FakeHost([node_script(range(8, 16)), node_script(range(8, 16), hicache_ranks=range(8, 15))],
+                    exec_start=NODE_EXEC % 1, health=_health_after(3.0))
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert not ok
+    assert "7 of 8 host-allocation lines" in res["msg"] and "ranks missing: TP15" in res["msg"]
+
+
+def test_a_follower_node_with_the_ranks_of_node_0_fails():
+    """Lines of ranks 0-7 on node 1 (a node rank typed wrong by hand, the old single-host unit): not its ranks."""
+    host = FakeHost([node_script(range(8, 16)), node_script(range(8))], exec_start=NODE_EXEC % 1,
+                    health=_health_after(3.0))
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert not ok
+    assert "ranks missing: TP8, TP9" in res["msg"]
+
+
+def test_a_follower_node_needs_a_health_url_and_nothing_is_queued_without_it():
+    host = FakeHost([node_script(range(8, 16))], exec_start=NODE_EXEC % 1, health=_health_after(3.0))
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    assert "node 1 of 2" in res["msg"] and "set health_url" in res["msg"]
+    assert host.commands() == []
+
+
+def test_node_0_expects_its_own_ranks_and_the_ready_line():
+    host = FakeHost([node_script(range(8), ready=True), node_script(range(8), ready=True)],
+                    exec_start=NODE_EXEC % 0)
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["node"]["tp_ranks"] == list(range(8))
+    assert res["hicache"]["ranks_seen"] == list(range(8))
+    assert res["ready_line"] == READY
+
+
+def test_a_verified_follower_is_recorded_and_verified_again_from_the_state_file(tmp_path):
+    store = StateFile(str(tmp_path / "state"))
+    host = FakeHost([node_script(range(8, 16)), node_script(range(8, 16))], exec_start=NODE_EXEC % 1,
+                    health=_health_after(3.0))
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health", state_store=store).execute()
+    assert ok, res.get("msg")
+    assert store.read("sglang-kimi.service")["invocation_id"] == res["invocation_id"]
+    host.now += 60.0
+    host.vacuum()                       # its start-up lines rotated away
+    ok, again = runner(host, state="verified", health_url="http://127.0.0.1:30000/health", state_store=store).execute()
+    assert ok, again.get("msg")
+    assert again["sources"]["start_up"].startswith("state_file")
+    assert again["hicache"]["ranks_seen"] == list(range(8, 16))
