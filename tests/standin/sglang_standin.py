@@ -55,6 +55,8 @@ STANDIN_FAIL_RANK (default 0)          the rank that fails for ``crash`` / ``cud
 STANDIN_MISSING_MAMBA_RANKS (default 0) a hybrid model (its config.json under --model-path): that many ranks
                                        fewer print their Mamba state pool line.
 STANDIN_FREE_HOST_GB (default 8.12)    the free host memory quoted by ``host_memory``.
+STANDIN_DIST_TIMEOUT (default 600)     --nnodes > 1: seconds node 0 waits for the other nodes at the dist port, and
+                                       they for node 0 (docs/standin.md, "One server over several hosts").
 SGLANG_LOG_MS (SGLang's own variable)  ``1``: stamps with milliseconds ``[%Y-%m-%d %H:%M:%S.mmm ...]``.
 Also ``--log-level warning`` (info lines not printed), ``--enable-dp-attention --dp-size N`` and ``--ep-size N``
 (rank tags ``DPd TPt EPe`` as SGLang's scheduler prints them; none with --tp 1).
@@ -90,6 +92,7 @@ import json
 import os
 import random
 import signal
+import socket
 import string
 import sys
 import threading
@@ -280,6 +283,9 @@ def build_parser():
     parser.add_argument("--dp", "--dp-size", "--data-parallel-size", dest="dp_size", type=int, default=1)
     parser.add_argument("--enable-dp-attention", action="store_true")
     parser.add_argument("--ep", "--ep-size", "--expert-parallel-size", dest="ep_size", type=int, default=1)
+    parser.add_argument("--nnodes", type=int, default=1)
+    parser.add_argument("--node-rank", dest="node_rank", type=int, default=0)
+    parser.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
     return parser
 
 
@@ -688,6 +694,183 @@ class Handler(BaseHTTPRequestHandler):
                              "matched_stop": None}]}
 
 
+def node_ranks(args):
+    """The global TP ranks this node runs: all of them on one node; with --nnodes N --node-rank K the release's
+    rule node_tp_ranks ("contiguous": tp // N ranks from K * tp // N, SGLang's entrypoints/engine.py)."""
+    tp = max(1, args.tp_size)
+    if args.nnodes <= 1:
+        return list(range(tp))
+    per_node = max(1, tp // args.nnodes)
+    return list(range(per_node * args.node_rank, per_node * (args.node_rank + 1)))
+
+
+def dist_address(args):
+    """(host, port) of --dist-init-addr (``host:port``, ``[v6]:port``)."""
+    value = args.dist_init_addr or ""
+    host, _sep, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise SystemExit("stand-in: --nnodes %d needs --dist-init-addr HOST:PORT, got %r" % (args.nnodes, value))
+    return host.strip("[]"), int(port)
+
+
+class NodeGroup(object):
+    """The rendezvous of a server over several hosts, as torch.distributed's TCPStore does it for SGLang: node 0
+    listens on --dist-init-addr's port and waits for the other nodes, which connect to it (retrying) before they
+    load anything. The connections stay open: a node that goes away without node 0's shutdown ends the others'
+    schedulers (SGLang: the collective fails, the scheduler raises, the main process gets SIGQUIT). Node 0's clean
+    end sends "shutdown" first when the release broadcasts it (rule nonzero_node_sigterm waits_for_node0: 0.5.23's
+    ShutdownReq); with "exits" (0.5.9) it does not, and the other nodes fail as above."""
+
+    def __init__(self, args):
+        self.args = args
+        self.peers = []
+        self.lock = threading.Lock()
+        self.ending = False
+
+    def form(self, timeout):
+        host, port = dist_address(self.args)
+        if self.args.node_rank == 0:
+            return self._lead(port, timeout)
+        return self._join(host, port, timeout)
+
+    def _lead(self, port, timeout):
+        listener = socket.socket(socket.AF_INET6 if ":" in (self.args.host or "") else socket.AF_INET)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind(("", port))
+        except OSError:
+            raw("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+                "address. port: %d, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"
+                % port, sys.stderr)
+            return False
+        listener.listen(16)
+        listener.settimeout(0.5)
+        joined = set()
+        deadline = time.time() + timeout
+        while len(joined) < self.args.nnodes - 1:
+            if time.time() >= deadline:
+                raw("torch.distributed.DistStoreError: Timed out after %d seconds waiting for clients. %d/%d clients "
+                    "joined." % (timeout, len(joined) + 1, self.args.nnodes), sys.stderr)
+                return False
+            try:
+                conn, _addr = listener.accept()
+            except socket.timeout:
+                continue
+            conn.settimeout(10)
+            try:
+                hello = conn.makefile("r").readline().split()
+            except OSError:
+                conn.close()
+                continue
+            if len(hello) == 2 and hello[0] == "node" and hello[1].isdigit() and 0 < int(hello[1]) < self.args.nnodes \
+                    and int(hello[1]) not in joined:
+                joined.add(int(hello[1]))
+                conn.settimeout(None)
+                self.peers.append(conn)
+                threading.Thread(target=self._watch, args=(conn, "node %s" % hello[1]), daemon=True).start()
+            else:
+                conn.close()
+        self.listener = listener
+        return True
+
+    def _join(self, host, port, timeout):
+        deadline = time.time() + timeout
+        while True:
+            try:
+                conn = socket.create_connection((host, port), timeout=2)
+                break
+            except OSError:
+                if time.time() >= deadline:
+                    raw("torch.distributed.DistNetworkError: The client socket has timed out after %dms while trying "
+                        "to connect to (%s, %d)." % (timeout * 1000, host, port), sys.stderr)
+                    return False
+                time.sleep(0.5)
+        conn.sendall(("node %d\n" % self.args.node_rank).encode())
+        conn.settimeout(None)
+        self.peers.append(conn)
+        threading.Thread(target=self._watch, args=(conn, "node 0"), daemon=True).start()
+        return True
+
+    def _watch(self, conn, who):
+        try:
+            words = conn.makefile("r").readline().split()
+        except OSError:
+            words = []
+        with self.lock:
+            if self.ending:
+                return
+            if words == ["shutdown"]:
+                # node 0's ShutdownReq: this node's schedulers stop, its main process returns
+                self.ending = True
+                os._exit(0)
+            if STATE["draining"] and self.args.node_rank == 0:
+                return          # node 0 is going down anyway
+            self.ending = True
+        scheduler_exception(node_ranks(self.args)[0], [
+            '  File "sglang/srt/managers/scheduler.py", in event_loop_overlap',
+        ], "RuntimeError: [stand-in] %s of the group is gone (connection closed without a shutdown)" % who)
+        die_by_sigquit()
+
+    def shutdown(self):
+        """Node 0's clean end: the other nodes stop too (releases that broadcast ShutdownReq)."""
+        with self.lock:
+            self.ending = True
+            for conn in self.peers:
+                try:
+                    conn.sendall(b"shutdown\n")
+                except OSError:
+                    pass
+
+
+GROUP = None
+
+
+def node_sigterm_rule():
+    return RELEASES[RELEASE].get("rules", {}).get("nonzero_node_sigterm", "exits")
+
+
+class HealthOnlyHandler(BaseHTTPRequestHandler):
+    """The health server of a node other than node 0 (SGLang's launch_dummy_health_check_server: FastAPI with
+    /ping, /health, /health_generate answering 200, /metrics with --enable-metrics; uvicorn at log level warning,
+    so no access lines)."""
+    server_version = "uvicorn"
+    sys_version = ""
+
+    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+        return
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        path = self.path.split("?", 1)[0]
+        if path in ("/ping", "/health", "/health_generate"):
+            body, code, kind = b"", 200, "application/json"
+        elif path == "/metrics" and ARGS.enable_metrics:
+            body, code, kind = metrics_text().encode(), 200, "text/plain; version=0.0.4; charset=utf-8"
+        else:
+            body, code, kind = b'{"detail":"Not Found"}', 404, "application/json"
+        self.send_response(code)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_POST = do_GET  # noqa: N815
+
+
+def on_node_sigterm(signum, frame):
+    """0.5.23 on a node other than node 0: log, and wait for node 0's ShutdownReq (systemd's kill is the backstop)."""
+    emit(text("nonzero_node_sigterm", {"node_rank": ARGS.node_rank}), None, sys.stderr)
+
+
+def serve_as_follower(args):
+    """Nodes 1..N-1 after their schedulers are up: the health server, until node 0's shutdown or the group ends."""
+    server = StandinHTTPServer((args.host, args.port), HealthOnlyHandler)
+    if node_sigterm_rule() == "waits_for_node0":
+        signal.signal(signal.SIGTERM, on_node_sigterm)
+    STATE["phase"] = "follower"
+    server.serve_forever()
+    return 0
+
+
 class StandinHTTPServer(ThreadingHTTPServer):
     """One thread per connection (HTTP/1.0: one request each), a listen backlog like uvicorn's (2048)."""
     daemon_threads = True
@@ -712,6 +895,8 @@ def drain_and_exit():
         if time.time() >= end:
             break
         time.sleep(min(1.0, max(0.01, end - time.time())))
+    if GROUP is not None and node_sigterm_rule() == "waits_for_node0":
+        GROUP.shutdown()          # ShutdownReq to every TP rank, those of the other nodes too
     if os.environ.get("STANDIN_DRAIN_EXIT", "kill") == "clean":
         sys.exit(0)
     os.kill(os.getpid(), signal.SIGKILL)
@@ -768,7 +953,7 @@ def main(argv=None):
     load = env_float("STANDIN_LOAD_SECONDS", 2)
     warmup = env_float("STANDIN_WARMUP_SECONDS", 1)
     tp = max(1, args.tp_size)
-    ranks = range(tp)
+    ranks = node_ranks(args)
     step = load / 6.0
 
     emit(server_args_line(args))
@@ -786,6 +971,12 @@ def main(argv=None):
         else:
             emit("Overlap scheduler is disabled when spec v2 is off")
     time.sleep(step)
+    if args.nnodes > 1:
+        # torch.distributed's rendezvous comes before the weights: node 0 waits for every other node
+        global GROUP
+        GROUP = NodeGroup(args)
+        if not GROUP.form(env_float("STANDIN_DIST_TIMEOUT", 600)):
+            return 1
     for rank in ranks:
         emit("Load weight begin. avail mem=%.2f GB" % (GPU_TOTAL_GIB - 0.87), rank)
     time.sleep(step)
@@ -798,7 +989,7 @@ def main(argv=None):
                                       "dtype": "torch.bfloat16", "after_avail_memory": avail, "mem_gb": WEIGHTS_GIB}),
              rank)
     if fail == "crash":
-        bad = env_int("STANDIN_FAIL_RANK", 0) % tp
+        bad = ranks[env_int("STANDIN_FAIL_RANK", 0) % len(ranks)]
         time.sleep(step)
         if has_text("fatal_rank_dead"):
             emit(text("fatal_rank_dead", {"rank": bad}), None, sys.stderr)
@@ -834,7 +1025,7 @@ def main(argv=None):
         # release's text (with speculative decoding the variant that also sizes the intermediate states)
         missing_mamba = max(0, env_int("STANDIN_MISSING_MAMBA_RANKS", 0))
         for rank in ranks:
-            if rank < tp - missing_mamba:
+            if rank < ranks[-1] + 1 - missing_mamba:
                 emit(text("mamba_pool", {"tokens": MAMBA_SLOTS, "_1": 0.52, "_2": 9.84, "_3": 0.31,
                                          "intermediate_ssm_gb": 2.46, "_4": 0.31},
                           want=("intermediate",) if spec else (), avoid=() if spec else ("intermediate",)), rank)
@@ -845,7 +1036,7 @@ def main(argv=None):
         emit("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB"
              % (avail - kv_gb), rank)
     if fail == "cuda_oom":
-        bad = env_int("STANDIN_FAIL_RANK", 0) % tp
+        bad = ranks[env_int("STANDIN_FAIL_RANK", 0) % len(ranks)]
         scheduler_exception(bad, [
             '  File "sglang/srt/model_executor/cuda_graph_runner.py", line 373, in __init__',
             "    raise Exception(",
@@ -860,10 +1051,11 @@ def main(argv=None):
              % (step, avail - kv_gb - 1.21), rank)
     running = args.max_running_requests or (48 if spec else 2048)
     left = avail - kv_gb - 1.21
-    emit(text("max_total_num_tokens", {"tokens": tokens, "chunked_prefill_size": args.chunked_prefill_size,
-                                       "max_prefill_tokens": 16384, "max_running_requests": running,
-                                       "context_len": args.context_length, "avail_mem": left,
-                                       "startup_available_gpu_memory_gb": left}), 0)
+    if 0 in ranks:
+        emit(text("max_total_num_tokens", {"tokens": tokens, "chunked_prefill_size": args.chunked_prefill_size,
+                                           "max_prefill_tokens": 16384, "max_running_requests": running,
+                                           "context_len": args.context_length, "avail_mem": left,
+                                           "startup_available_gpu_memory_gb": left}), 0)
     if args.enable_hierarchical_cache:
         if args.hicache_size <= 0 and args.hicache_ratio <= 1 and has_text("fatal_host_smaller"):
             for rank in ranks:
@@ -882,7 +1074,7 @@ def main(argv=None):
             die_by_sigquit()
         missing = max(0, env_int("STANDIN_MISSING_RANKS", 0))
         for rank in ranks:
-            if rank < tp - missing:
+            if rank < ranks[-1] + 1 - missing:
                 emit(text("hicache_host_pool", {"gb": pool, "pool": "kv", "tokens": host_pool_tokens(args, tokens)},
                           avoid=("packed MTP",)), rank)
                 if hybrid and has_text("hicache_mamba_host_pool"):
@@ -896,6 +1088,9 @@ def main(argv=None):
                     emit(text("hicache_host_pool", {"gb": size * DRAFT_CELL_SIZE / 1e9, "pool": "draft",
                                                     "tokens": size}, avoid=("packed MTP",)), rank)
     time.sleep(step)
+    if args.nnodes > 1 and args.node_rank > 0:
+        # no tokenizer, no API, no warm-up, no ready line on nodes 1..N-1 (SGLang's engine.py)
+        return serve_as_follower(args)
 
     # The HTTP server starts only after every scheduler is ready (before: connection refused).
     server = StandinHTTPServer((args.host, args.port), Handler)
