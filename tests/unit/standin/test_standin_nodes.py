@@ -48,6 +48,14 @@ def until(condition):
     return False
 
 
+def end(*procs):
+    """Whatever a test left running is killed and reaped."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate(timeout=BOUND)
+
+
 def read(lines):
     watch = LogWatch()
     for line in lines:
@@ -70,9 +78,7 @@ def test_two_nodes_form_one_server_and_node_0_ends_both():
         out0 = leader.communicate(timeout=BOUND)[0].splitlines()
         out1 = follower.communicate(timeout=BOUND)[0].splitlines()
     finally:
-        for proc in (leader, follower):
-            if proc.poll() is None:
-                proc.kill()
+        end(leader, follower)
     assert follower.returncode == 0                 # node 0's shutdown broadcast ended it
     w0, w1 = read(out0), read(out1)
     assert w0.ready_line and w1.ready_line is None
@@ -103,10 +109,7 @@ def test_sigterm_on_node_1_waits_for_node_0_in_0_5_23_and_ends_it_in_0_5_9():
                 follower.communicate(timeout=BOUND)
                 assert follower.returncode == -signal.SIGTERM       # Python's default: no handler in 0.5.9
         finally:
-            for proc in (leader, follower):
-                if proc.poll() is None:
-                    proc.kill()
-                proc.communicate(timeout=BOUND)
+            end(leader, follower)
 
 
 def test_node_0_waits_for_the_other_node_and_says_so_when_it_does_not_come():
@@ -130,10 +133,7 @@ def test_a_node_that_goes_away_ends_the_other():
         watch = read(out1.splitlines())
         assert watch.fatal and "node 0 of the group is gone" in out1
     finally:
-        for proc in (leader, follower):
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate(timeout=BOUND)
+        end(leader, follower)
 
 
 def test_a_second_node_0_on_a_dist_port_in_use_cannot_listen():
@@ -146,7 +146,4 @@ def test_a_second_node_0_on_a_dist_port_in_use_cannot_listen():
         out = second.communicate(timeout=BOUND)[0]
         assert second.returncode == 1 and "EADDRINUSE" in out
     finally:
-        for proc in (leader, follower):
-            if proc.poll() is None:
-                proc.kill()
-            proc.communicate(timeout=BOUND)
+        end(leader, follower)
