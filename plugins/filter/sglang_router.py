@@ -12,12 +12,22 @@ from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety impor
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
+def server_host(host, hostvars):
+    """The host that serves the API of ``host``'s server: node 0 of a server over several hosts
+    (sglang_server_nodes, issue 25: SGLang serves no API on the other nodes), else the host itself."""
+    hv = hostvars[host] if host in hostvars else {}
+    nodes = hv.get("sglang_server_nodes") or []
+    return nodes[0] if nodes and isinstance(nodes, (list, tuple)) else host
+
+
 def sglang_worker_urls(hosts, hostvars, default_port=30000, scheme="http"):
-    """[http://<sglang_router_worker_address | inventory_hostname>:<sglang_port | default_port>] per host."""
+    """[http://<sglang_router_worker_address | inventory_hostname>:<sglang_port | default_port>] per server: a node
+    of a server over several hosts stands for its node 0 (the one worker a router lists for that server), once."""
     if hosts is None:
         return []
     urls = []
-    for host in hosts:
+    for node in hosts:
+        host = server_host(node, hostvars)
         hv = hostvars[host] if host in hostvars else {}
         address = hv.get("sglang_router_worker_address") or host
         port = hv.get("sglang_port") or default_port
@@ -27,7 +37,9 @@ def sglang_worker_urls(hosts, hostvars, default_port=30000, scheme="http"):
             raise AnsibleFilterError("%s: sglang_port %r is not a port number" % (host, port))
         if ":" in str(address) and not str(address).startswith("["):
             address = "[%s]" % address
-        urls.append("%s://%s:%d" % (scheme, address, port))
+        url = "%s://%s:%d" % (scheme, address, port)
+        if url not in urls:
+            urls.append(url)
     return urls
 
 
@@ -44,8 +56,10 @@ def sglang_worker_aliases(hosts, hostvars, default_port=30000, scheme="http"):
     FQDN and default IPv4/IPv6 addresses, each on the same port. The drain and the re-add map what a router lists
     back to the host through them (one identity per worker, whichever name registered it)."""
     out = {}
-    for host in hosts or []:
+    for host in [server_host(node, hostvars) for node in hosts or []]:
         primary = sglang_worker_urls([host], hostvars, default_port, scheme)[0]
+        if primary in out:
+            continue
         hv = hostvars[host] if host in hostvars else {}
         port = int(hv.get("sglang_port") or default_port)
         facts = hv.get("ansible_facts") or {}
@@ -71,6 +85,8 @@ def sglang_worker_loopback(hosts, hostvars):
     bad = []
     for host in hosts or []:
         hv = hostvars[host] if host in hostvars else {}
+        if server_host(host, hostvars) != host:
+            continue        # no API on nodes 1..N-1 of a server over several hosts: not a worker
         if str(hv.get("sglang_host", "127.0.0.1")) in LOOPBACK:
             bad.append(host)
     return bad
