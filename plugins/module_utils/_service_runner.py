@@ -466,7 +466,7 @@ class ServiceRunner(object):
                                    "tp_ranks": self.rank_ids, "ranks_expected": self.expected_ranks()}
             if self.follower() and not self.health_url and not self.check_mode:
                 # Refused before anything is queued: nothing in such a node's journal says its schedulers are up.
-                self.fail("ExecStart of %s runs node %d of %d of a multi-node server (--node-rank): SGLang prints no "
+                self.fail("ExecStart of %s runs node %s of %s of a multi-node server (--node-rank): SGLang prints no "
                           "ready line there and serves only a health server once every scheduler of the node is up; "
                           "set health_url (http://<host>:<port>/health of this node)"
                           % (self.unit, facts.get("node_rank") or 0, facts["nnodes"]))

@@ -270,7 +270,7 @@ node:
   type: dict
   sample: {nnodes: 2, node_rank: 1, tp_ranks: [8, 9, 10, 11, 12, 13, 14, 15], ranks_expected: 8}
 ready_line:
-  description: The ready line of this invocation (V(null) on a node other than node 0: SGLang prints none there).
+  description: The ready line of this invocation (V(null) on a node other than node 0, where SGLang prints none).
   returned: always
   type: str
   sample: "[2026-11-29 17:54:37] The server is fired up and ready to roll!"
