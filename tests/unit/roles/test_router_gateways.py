@@ -89,6 +89,9 @@ CASES = {
     # a flag SMG has and sglang-router 0.3.2 has not: refused on one gateway, passed on the other
     "wasm-on-router": ({"sglang_router_extra_args": {"enable-wasm": True}},
                        "flags sglang-router 0.3.2 does not know (sglang_router_extra_args): enable-wasm"),
+    # SMG's model alias (clients that ask for "default", docs/fleet.md): sglang-router 0.3.2 has no such flag
+    "model-alias-on-router": ({"sglang_router_extra_args": {"model-alias": "default=/models/Kimi-K2.5-INT4"}},
+                              "flags sglang-router 0.3.2 does not know (sglang_router_extra_args): model-alias"),
     "venv-newline": ({"sglang_router_venv": "/opt/smg/venv\nExecStartPre=/bin/sh"},
                      "sglang_router_venv must be an absolute path without spaces or control characters"),
     "venv-relative": ({"sglang_router_venv": "opt/venv"}, "sglang_router_venv must be an absolute path"),
@@ -99,6 +102,8 @@ PASSING = {
     "smg": {"sglang_router_gateway": "smg"},
     "smg-pinned": {"sglang_router_gateway": "smg", "sglang_router_version": "1.13.0"},
     "wasm-on-smg": {"sglang_router_gateway": "smg", "sglang_router_extra_args": {"enable-wasm": True}},
+    "model-alias-on-smg": {"sglang_router_gateway": "smg",
+                           "sglang_router_extra_args": {"model-alias": "default=/models/Kimi-K2.5-INT4"}},
     "router-known-flag": {"sglang_router_extra_args": {"cb-failure-threshold": 5}},
     "router-own-venv": {"sglang_router_venv": "/srv/gw/venv"},
     "router-with-key": {"sglang_router_api_key": "k-123"},
