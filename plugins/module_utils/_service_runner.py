@@ -27,8 +27,8 @@ import time
 import traceback
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
+from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
-from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
     ALL_TEXTS, LogWatch, installed_release, mask_secrets, ranks_missing, texts_for)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import (
@@ -459,9 +459,8 @@ class ServiceRunner(object):
         if self.ranks is None:
             self.ranks = node_scheduler_count(facts)
         if (facts.get("nnodes") or 1) > 1:
-            rule = ((RELEASES.get(self.result.get("sglang_texts", {}).get("release") or "") or {})
-                    .get("rules", {}).get("node_tp_ranks"))
-            self.rank_ids = node_tp_ranks(facts, rule or "contiguous")
+            rules = release_rules(self.result.get("sglang_texts", {}).get("release"))[0]
+            self.rank_ids = node_tp_ranks(facts, rules["node_tp_ranks"])
             self.result["node"] = {"nnodes": facts["nnodes"], "node_rank": facts.get("node_rank") or 0,
                                    "tp_ranks": self.rank_ids, "ranks_expected": self.expected_ranks()}
             if self.follower() and not self.health_url and not self.check_mode:

@@ -423,8 +423,6 @@ class LogWatch(object):
             "host_pool_gb_max": max(values) if values else None,
             "host_pool_gb_total": round(sum(values), 2) if values else 0.0,
         }
-        if rank_ids:
-            summary["ranks_of_this_node"] = list(rank_ids)
         if expected_ranks:
             summary.update(ranks_missing(self.hicache, expected_ranks, rank_ids))
         if self.hicache_late:

@@ -143,8 +143,7 @@ def node_tp_ranks(facts, rule="contiguous"):
 
 def node_scheduler_count(facts):
     """The schedulers one node runs: scheduler_count over the nodes (each prints its own lines)."""
-    nnodes = facts.get("nnodes") or 1
-    return max(1, scheduler_count(facts) // nnodes) if nnodes > 1 else scheduler_count(facts)
+    return max(1, scheduler_count(facts) // (facts.get("nnodes") or 1))
 
 
 _TIMESPAN_UNITS = {
