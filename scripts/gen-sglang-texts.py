@@ -193,10 +193,8 @@ RULES = {
     # _launch_subprocesses, 0.5.23 _compute_node_rank_ranges): "contiguous" = tp_size // nnodes_per_tp_group ranks
     # from tp_size_per_node * (node_rank % nnodes_per_tp_group); each node's journal holds its own ranks' lines
     "node_tp_ranks": (["entrypoints/engine.py"],
-                      lambda src: ("contiguous", _find_line(src, "tp_size_per_node * (node_rank % nnodes_per_tp_group"))
-                      if "tp_size_per_node * (node_rank % nnodes_per_tp_group" in src else
-                      ("contiguous", _find_line(src, "tp_size_per_node * (server_args.node_rank % nnodes_per_tp_group"))
-                      if "tp_size_per_node * (server_args.node_rank % nnodes_per_tp_group" in src else (None, None)),
+                      lambda src: _regex_value(src, r"(tp_size_per_node \* \((?:server_args\.)?node_rank % nnodes_per_tp_group)",
+                                               cast=lambda _code: "contiguous")),
     # What SIGTERM does to a node other than node 0: "waits_for_node0" (0.5.23: a handler that logs and waits for
     # node 0's ShutdownReq broadcast; systemd's TimeoutStopSec is the backstop) or "exits" (0.5.9: no handler,
     # Python's default ends the process)

@@ -952,7 +952,6 @@ def main(argv=None):
     fail = os.environ.get("STANDIN_FAIL", "").strip()
     load = env_float("STANDIN_LOAD_SECONDS", 2)
     warmup = env_float("STANDIN_WARMUP_SECONDS", 1)
-    tp = max(1, args.tp_size)
     ranks = node_ranks(args)
     step = load / 6.0
 
