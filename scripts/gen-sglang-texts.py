@@ -106,6 +106,9 @@ FAMILIES = {
                       "the main process learned a child failed (running phase)"),
     "fatal_init_failed": (True, ["entrypoints/engine.py"], "Initialization failed. Please see the error messages",
                           "start-up failed"),
+    "pd_bootstrap_started": (False, ["disaggregation/common/conn.py"], "KVBootstrapServer started successfully",
+                             "a prefill server's KV bootstrap server listens (PD disaggregation; 0.5.9 prints "
+                             "nothing there)"),
     "nonzero_node_sigterm": (False, ["entrypoints/engine.py"], "SIGTERM received on node_rank",
                              "a node other than node 0 of a multi-node server got SIGTERM and waits for node 0's "
                              "shutdown broadcast"),
@@ -202,6 +205,14 @@ RULES = {
                              lambda src: ("waits_for_node0", _find_line(src, "SIGTERM received on node_rank"))
                              if "SIGTERM received on node_rank" in src else
                              ("exits", _find_line(src, "node_rank >= 1")) if "node_rank >= 1" in src else (None, None)),
+    # The path a prefill server's KV bootstrap server answers 200 on (CommonKVBootstrapServer: "OK"); a decode
+    # server reaches the prefill's bootstrap port, so the server role proves a prefill server by it
+    "pd_bootstrap_health_path": (["disaggregation/common/conn.py"],
+                                 lambda src: _regex_value(src, r'add_get\(\s*"(/[a-z_]+)",\s*self\._handle_health_check')),
+    # The port a prefill server's KV bootstrap server listens on when --disaggregation-bootstrap-port is not given
+    "pd_bootstrap_port_default": (["server_args.py", "arg_groups/fields/disagg.py"],
+                                  lambda src: _regex_value(src, r"disaggregation_bootstrap_port: int = (\d+)",
+                                                           r"disaggregation_bootstrap_port: A\[[^\]]*\] = (\d+)", cast=int)),
     # ModelOpt NVFP4 on SM120 (RTX PRO 6000 Blackwell, compute capability 12.0): the release's modelopt_quant.py
     # has a path for it (0.5.9: is_sm120_supported(); 0.5.23: get_platform().is_sm120); the model preflight
     # refuses NVFP4 on an SM120 GPU with a release that has none

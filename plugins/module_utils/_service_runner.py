@@ -127,6 +127,7 @@ class ServiceRunner(object):
         self.hybrid_settled = False
         self.ranks = ranks
         self.rank_ids = None      # a node of a multi-node server: the global TP ranks it runs (ExecStart)
+        self.pd = None            # a prefill or decode server of a PD pair: {"mode", "bootstrap_port", ...}
         self.poll_interval = float(poll_interval)
         self.check_mode = check_mode
         self.journalctl = journalctl
@@ -330,6 +331,8 @@ class ServiceRunner(object):
         }
         if self.result.get("hybrid"):
             record["hybrid"] = self.result["hybrid"]
+        if self.pd and self.pd.get("bootstrap_line"):
+            record["pd_bootstrap_line"] = self.pd["bootstrap_line"]
         existing = self.state_store.read(self.unit)
         if existing and existing.get("invocation_id") == record["invocation_id"] and not existing.get("error"):
             # Already recorded (a second verify of the same start): keep the first record, write nothing.
@@ -429,6 +432,47 @@ class ServiceRunner(object):
             self.facts.get("node_rank") or 0, "-".join(str(r) for r in (self.rank_ids[0], self.rank_ids[-1]))
             if self.rank_ids else "?")
 
+    def pd_facts(self, facts):
+        """A server of a prefill/decode pair (ExecStart's --disaggregation-mode): a prefill server (node 0 of it)
+        serves the KV bootstrap server that every decode server reaches per request, on
+        --disaggregation-bootstrap-port (the release's default when not given), on the server's --host."""
+        mode = (facts.get("disaggregation_mode") or "null").lower()
+        if mode not in ("prefill", "decode"):
+            return
+        self.pd = {"mode": mode}
+        if mode == "prefill" and not self.follower():
+            rules = release_rules(self.result.get("sglang_texts", {}).get("release"))[0]
+            port = facts.get("bootstrap_port") or rules["pd_bootstrap_port_default"]
+            host = urlsplit(self.health_url).hostname if self.health_url else (facts.get("host") or "127.0.0.1")
+            host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+            self.pd.update(bootstrap_port=port, bootstrap_url="http://%s:%d%s" % (
+                "[%s]" % host if ":" in host else host, port, rules["pd_bootstrap_health_path"]),
+                bootstrap_status=None, bootstrap_line=None)
+        self.result["disaggregation"] = self.pd
+
+    def pd_waiting(self):
+        """None when this is not a prefill server's node 0, or its KV bootstrap server is proven: its health path
+        answers 200 and, in a release that prints one, the invocation's "bootstrap server started" line names its
+        port. Else what is still waited for."""
+        pd = self.pd
+        if not pd or "bootstrap_url" not in pd:
+            return None
+        pd["bootstrap_status"] = self.health(pd["bootstrap_url"], max(0.5, min(5.0, self.remaining())))
+        if pd["bootstrap_status"] != 200:
+            return "the KV bootstrap server at %s (a decode server reaches it per request; last answer: %s)" % (
+                pd["bootstrap_url"], pd["bootstrap_status"] if pd["bootstrap_status"] is not None else "none")
+        line = self.watch.pd_bootstrap_line or (self.saved or {}).get("pd_bootstrap_line")
+        if self.watch.texts.pd_bootstrap:
+            if not line:
+                return "the release's bootstrap-server line (%s)" % " or ".join(
+                    "'%s'" % t for t in self.watch.texts.families.get("pd_bootstrap_started", []))
+            if not line.rstrip().endswith(":%d" % pd["bootstrap_port"]):
+                self.fail("invocation %s started its KV bootstrap server on another port than "
+                          "--disaggregation-bootstrap-port %d: %s" % (self.result.get("invocation_id"),
+                                                                       pd["bootstrap_port"], self.mask(line)))
+        pd["bootstrap_line"] = self.mask(line) if line else None
+        return None
+
     def follower(self):
         """A node other than node 0 of a server over several hosts (ExecStart's --nnodes N --node-rank K, K > 0):
         SGLang runs its schedulers there, no tokenizer and no HTTP API, prints no ready line, and once every
@@ -469,6 +513,7 @@ class ServiceRunner(object):
                           "ready line there and serves only a health server once every scheduler of the node is up; "
                           "set health_url (http://<host>:<port>/health of this node)"
                           % (self.unit, facts.get("node_rank") or 0, facts["nnodes"]))
+        self.pd_facts(facts)
         if (facts.get("log_level") or "").lower() in QUIET_LOG_LEVELS:
             facts["quiet"] = True
             if not self.health_url:
@@ -666,6 +711,9 @@ class ServiceRunner(object):
                 self.check_hybrid()
                 if self.health_ok():
                     missing = self.watch.expect_missing()
+                    pd_wait = None if missing else self.pd_waiting()
+                    if pd_wait:
+                        missing = [pd_wait]
                     if not missing:
                         self.t_ready = self.clock() if self.t_ready is None else self.t_ready
                         self.result["detected_at"] = round(self.wall(), 3)
@@ -673,8 +721,11 @@ class ServiceRunner(object):
                         self.sources.setdefault("start_up", "journal")
                         return None
                     expect_wait_from = self.clock() if expect_wait_from is None else expect_wait_from
-                    self.phase = "waiting for expected lines %s" % missing
+                    self.phase = ("waiting for %s" % pd_wait) if pd_wait else "waiting for expected lines %s" % missing
                     if self.clock() - expect_wait_from >= EXPECT_GRACE_SECONDS:
+                        if pd_wait:
+                            self.fail("invocation %s is ready, but a prefill server must also prove %s within %.0f s"
+                                      % (current, pd_wait, EXPECT_GRACE_SECONDS))
                         self.fail("ready, but these expected patterns did not match any line of invocation %s "
                                   "within %.0f s: %s" % (current, EXPECT_GRACE_SECONDS, ", ".join(missing)))
                 else:
@@ -748,6 +799,13 @@ class ServiceRunner(object):
         while not self.health_ok():
             self.phase = "verifying the live state (waiting for HTTP 200 from %s, last answer: %s)" % (
                 self.health_url, self.last_health if self.last_health is not None else "none")
+            self.check_deadline()
+            self.pause()
+        while True:
+            pd_wait = self.pd_waiting()
+            if not pd_wait:
+                break
+            self.phase = "verifying the live state (waiting for %s)" % pd_wait
             self.check_deadline()
             self.pause()
         self.result["main_pid"] = st.main_pid

@@ -107,6 +107,7 @@ class Texts(object):
         self.hicache_auto = compiled("hicache_auto_size")
         self.max_tokens = compiled("max_total_num_tokens")
         self.load_weight_end = compiled("load_weight_end")
+        self.pd_bootstrap = compiled("pd_bootstrap_started")
         self.server_args = [re.compile(r"server_args=(?:ServerArgs\(|\{)")]
         self.fatal = []
         for family in FATAL_ORDER:
@@ -327,6 +328,7 @@ class LogWatch(object):
         self.expect_matched = {}  # pattern -> first line
         self.dropped = 0          # lines of this invocation journald suppressed (rate limit)
         self.server_args_seen = False
+        self.pd_bootstrap_line = None  # a prefill server's "KV bootstrap server started" line (releases that print it)
 
     def use_texts(self, texts, extra_fail_patterns=None):
         """Read with these texts (a release's table): the ready and fatal patterns follow, unless given."""
@@ -391,6 +393,8 @@ class LogWatch(object):
         match = match_any(texts.mamba, msg)
         if match:
             self.mamba.setdefault(key, int(match.group("tokens")))
+        if self.pd_bootstrap_line is None and match_any(texts.pd_bootstrap, msg):
+            self.pd_bootstrap_line = line
         match = match_any(texts.max_tokens, msg)
         if match and self.max_total_num_tokens is None:
             self.max_total_num_tokens = int(match.group("tokens"))

@@ -27,6 +27,8 @@ RELEASES = {
             'node_tp_ranks': 'contiguous',
             'nonzero_node_sigterm': 'exits',
             'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
             'spec_max_running_requests_default': 48,
         },
         'architectures': [
@@ -339,6 +341,8 @@ RELEASES = {
             'node_tp_ranks': 'contiguous',
             'nonzero_node_sigterm': 'waits_for_node0',
             'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
             'spec_max_running_requests_default': 48,
         },
         'architectures': [
@@ -762,6 +766,9 @@ RELEASES = {
                     'SIGTERM received on node_rank {node_rank}; waiting for the rank-0 ShutdownReq broadcast to'
                     ' stop the schedulers.'
                 ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
             ],
             'ready': [
                 'The server is fired up and ready to roll!',

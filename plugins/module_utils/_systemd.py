@@ -77,10 +77,12 @@ _INT_FLAGS = {
     "--pp": "pp", "--pp-size": "pp", "--pipeline-parallel-size": "pp",
     "--dp": "dp", "--dp-size": "dp", "--data-parallel-size": "dp",
     "--page-size": "page_size", "--nnodes": "nnodes", "--node-rank": "node_rank",
+    "--disaggregation-bootstrap-port": "bootstrap_port",
 }
 _FLOAT_FLAGS = {"--hicache-ratio": "hicache_ratio", "--hicache-size": "hicache_size"}
 _STR_FLAGS = {"--log-level": "log_level", "--api-key": "api_key", "--admin-api-key": "admin_api_key",
-              "--host": "host", "--port": "port", "--model-path": "model_path", "--model": "model_path"}
+              "--host": "host", "--port": "port", "--model-path": "model_path", "--model": "model_path",
+              "--disaggregation-mode": "disaggregation_mode"}
 
 
 def exec_start_facts(argv):
@@ -89,7 +91,7 @@ def exec_start_facts(argv):
     facts = {"hicache": False, "tp": None, "pp": None, "dp": None, "dp_attention": False, "page_size": None,
              "hicache_ratio": None, "hicache_size": None, "log_level": None, "api_key": None,
              "admin_api_key": None, "host": None, "port": None, "model_path": None, "nnodes": None,
-             "node_rank": None}
+             "node_rank": None, "disaggregation_mode": None, "bootstrap_port": None}
     for index, arg in enumerate(argv):
         flag, sep, inline = arg.partition("=")
         raw = inline if sep else (argv[index + 1] if index + 1 < len(argv) else "")

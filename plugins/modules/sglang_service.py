@@ -269,6 +269,16 @@ node:
   returned: when ExecStart has --nnodes above 1
   type: dict
   sample: {nnodes: 2, node_rank: 1, tp_ranks: [8, 9, 10, 11, 12, 13, 14, 15], ranks_expected: 8}
+disaggregation:
+  description:
+    - On a server of a prefill/decode pair (ExecStart's C(--disaggregation-mode)), its mode and, on node 0 of a
+      prefill server, its KV bootstrap server as proven (every decode server reaches it per request). A prefill
+      server is ready only once V(bootstrap_url) answers 200 (the release's health path of that server, read from
+      its wheel) and, in a release that prints one (0.5.23), its "bootstrap server started" line names the port.
+  returned: when ExecStart has --disaggregation-mode prefill or decode
+  type: dict
+  sample: {mode: prefill, bootstrap_port: 8998, bootstrap_url: "http://10.0.0.7:8998/health", bootstrap_status: 200,
+           bootstrap_line: "[2026-12-04 10:00:00] CommonKVBootstrapServer started successfully on 10.0.0.7:8998"}
 ready_line:
   description: The ready line of this invocation (V(null) on a node other than node 0, where SGLang prints none).
   returned: always

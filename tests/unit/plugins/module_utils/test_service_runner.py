@@ -945,3 +945,96 @@ def test_a_verified_follower_is_recorded_and_verified_again_from_the_state_file(
     assert ok, again.get("msg")
     assert again["sources"]["start_up"].startswith("state_file")
     assert again["hicache"]["ranks_seen"] == list(range(8, 16))
+
+
+# ---- a server of a prefill/decode pair (issue 25) -----------------------------------------------------------------
+PD_EXEC = ("/opt/sglang/venv/bin/python -m sglang.launch_server --model-path /m --tp 8 --host 10.0.0.7 "
+           "--disaggregation-mode %s")
+BOOT_023 = "[%s] CommonKVBootstrapServer started successfully on 10.0.0.7:%d"
+
+
+def pd_script(boot_line=None):
+    """A 0.5.9 start-up (or with a 0.5.23 bootstrap line) of a PD server: the bootstrap server starts before the
+    schedulers (the tokenizer manager's start_disagg_service)."""
+    script = server_script()
+    if boot_line:
+        script["lines"].insert(1, (0.3, boot_line))
+    return script
+
+
+def pd_host(mode, scripts, bootstrap_after=None, exec_extra="", release="0.5.9"):
+    """health of the API as usual; the bootstrap URL answers 200 from bootstrap_after seconds (None: never)."""
+    host = FakeHost(scripts, exec_start=(PD_EXEC % mode) + exec_extra, release=release)
+    api = host.health
+    asked = []
+
+    def health(url, timeout):
+        asked.append(url)
+        if "/health" in url and ":30000" not in url:
+            cur = host.current()
+            if bootstrap_after is None or not cur:
+                return None
+            return 200 if host.now - cur[1] >= bootstrap_after else None
+        return api(url, timeout)
+    host.health = health
+    host.asked = asked
+    return host
+
+
+def test_a_prefill_server_is_ready_only_once_its_bootstrap_server_answers():
+    host = pd_host("prefill", [pd_script(), pd_script()], bootstrap_after=6.0)
+    ok, res = runner(host, state="restarted", health_url="http://10.0.0.7:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["disaggregation"]["mode"] == "prefill"
+    assert res["disaggregation"]["bootstrap_port"] == 8998          # the release's default, from its wheel
+    assert res["disaggregation"]["bootstrap_url"] == "http://10.0.0.7:8998/health"
+    assert res["disaggregation"]["bootstrap_status"] == 200
+    assert "http://10.0.0.7:8998/health" in host.asked
+    assert host.now >= 6.0              # not at the ready line (4 s): when the bootstrap server answered
+
+
+def test_a_prefill_server_whose_bootstrap_server_never_answers_fails_naming_it():
+    host = pd_host("prefill", [pd_script(), pd_script()], bootstrap_after=None,
+                   exec_extra=" --disaggregation-bootstrap-port 9100")
+    ok, res = runner(host, state="restarted", health_url="http://10.0.0.7:30000/health").execute()
+    assert not ok
+    assert "http://10.0.0.7:9100/health" in res["msg"] and "a prefill server must also prove" in res["msg"]
+
+
+def test_a_prefill_server_of_a_release_that_prints_the_bootstrap_line_needs_it_on_its_port():
+    good = pd_host("prefill", [pd_script(), pd_script(BOOT_023 % (STAMP, 8998))], bootstrap_after=0.0,
+                   release="0.5.23")
+    ok, res = runner(good, state="restarted", health_url="http://10.0.0.7:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["disaggregation"]["bootstrap_line"].endswith("on 10.0.0.7:8998")
+    missing = pd_host("prefill", [pd_script(), pd_script()], bootstrap_after=0.0, release="0.5.23")
+    ok, res = runner(missing, state="restarted", health_url="http://10.0.0.7:30000/health").execute()
+    assert not ok
+    assert "CommonKVBootstrapServer started successfully" in res["msg"]
+    other = pd_host("prefill", [pd_script(), pd_script(BOOT_023 % (STAMP, 8999))], bootstrap_after=0.0,
+                    release="0.5.23")
+    ok, res = runner(other, state="restarted", health_url="http://10.0.0.7:30000/health").execute()
+    assert not ok
+    assert "another port than --disaggregation-bootstrap-port 8998" in res["msg"]
+
+
+def test_a_decode_server_has_no_bootstrap_server_to_prove():
+    host = pd_host("decode", [pd_script(), pd_script()], bootstrap_after=None)
+    ok, res = runner(host, state="restarted", health_url="http://10.0.0.7:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["disaggregation"] == {"mode": "decode"}
+    assert not [url for url in host.asked if ":8998" in url]
+
+
+def test_a_verified_prefill_server_is_verified_again_with_its_bootstrap_server_live(tmp_path):
+    store = StateFile(str(tmp_path / "state"))
+    host = pd_host("prefill", [pd_script(), pd_script(BOOT_023 % (STAMP, 8998))], bootstrap_after=0.0,
+                   release="0.5.23")
+    ok, res = runner(host, state="restarted", health_url="http://10.0.0.7:30000/health", state_store=store).execute()
+    assert ok, res.get("msg")
+    host.now += 60.0
+    host.vacuum()                       # its start-up lines rotated away: the bootstrap line is in the state file
+    ok, again = runner(host, state="verified", health_url="http://10.0.0.7:30000/health", state_store=store).execute()
+    assert ok, again.get("msg")
+    assert again["disaggregation"]["bootstrap_line"].endswith(":8998")
+    assert again["sources"]["start_up"].startswith("state_file")
