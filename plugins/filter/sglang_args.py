@@ -53,6 +53,10 @@ RESERVED = {
     "node-rank": "sglang_server_nodes (the server's hosts in node-rank order; each host's --nnodes, --node-rank and "
                  "--dist-init-addr are derived from it)",
     "dist-init-addr": "sglang_server_nodes and sglang_dist_init_port (node 0's address and the port are derived)",
+    # prefill/decode: a gateway in PD mode reads each server's kind and bootstrap port from these variables
+    "disaggregation-mode": "sglang_disaggregation_mode (a gateway in PD mode reads each server's kind from it)",
+    "disaggregation-bootstrap-port": "sglang_disaggregation_bootstrap_port (a gateway in PD mode names it in "
+                                     "--prefill URL PORT)",
 }
 
 SPEC_TRIPLE = ("speculative-num-steps", "speculative-eagle-topk", "speculative-num-draft-tokens")
@@ -129,9 +133,35 @@ def sglang_argv(args):
         flag = _flag_name(key)
         if value is None or value is False:
             continue
+        if is_sequence(value) and value and all(is_sequence(v) for v in value):
+            # a list of lists: the flag once per inner list (argparse's action="append" with nargs="+", such as
+            # the gateways' --prefill URL BOOTSTRAP_PORT)
+            for inner in value:
+                words.append("--" + flag)
+                words.extend(_scalar(flag, v) for v in inner)
+            continue
         words.append("--" + flag)
         words.extend(_value_words(flag, value))
     return words
+
+
+def sglang_pd_server_args(mode, bootstrap_port=8998):
+    """This server's PD flags: {} for mode null, {"disaggregation-mode": "decode"} for a decode server,
+    {"disaggregation-mode": "prefill", "disaggregation-bootstrap-port": PORT} for a prefill server."""
+    mode = str(mode if mode is not None else "null").strip().lower()
+    if mode == "null":
+        return {}
+    if mode not in ("prefill", "decode"):
+        raise AnsibleFilterError("sglang_disaggregation_mode must be null, prefill or decode, got %r" % (mode,))
+    if mode == "decode":
+        return {"disaggregation-mode": mode}
+    try:
+        port = int(bootstrap_port)
+    except (TypeError, ValueError):
+        port = 0
+    if not 0 < port < 65536:
+        raise AnsibleFilterError("sglang_disaggregation_bootstrap_port must be a port number, got %r" % (bootstrap_port,))
+    return {"disaggregation-mode": mode, "disaggregation-bootstrap-port": port}
 
 
 def _number(args, flag, problems):
@@ -296,4 +326,5 @@ class FilterModule(object):
             "sglang_args_merge": sglang_args_merge,
             "sglang_argv": sglang_argv,
             "sglang_args_problems": sglang_args_problems,
+            "sglang_pd_server_args": sglang_pd_server_args,
         }

@@ -43,6 +43,59 @@ def sglang_worker_urls(hosts, hostvars, default_port=30000, scheme="http"):
     return urls
 
 
+# A prefill server's --disaggregation-bootstrap-port when its host does not set sglang_disaggregation_bootstrap_port:
+# the server role's default, which is SGLang's own in every release table (rule pd_bootstrap_port_default, read
+# from the wheels; tests/unit/plugins/filter/test_sglang_pd.py holds the three together).
+DEFAULT_BOOTSTRAP_PORT = 8998
+PD_MODES = ("prefill", "decode")
+
+
+def sglang_worker_kinds(hosts, hostvars, default_port=30000, scheme="http"):
+    """{worker URL (sglang_worker_urls): {"worker_type": prefill|decode|regular, "bootstrap_port": int or None}}
+    per server, from its node 0's sglang_disaggregation_mode (issue 25): what a router in PD mode is told when a
+    drained worker is put back, and what "never the last of either kind" counts."""
+    out = {}
+    for host in [server_host(node, hostvars) for node in hosts or []]:
+        url = sglang_worker_urls([host], hostvars, default_port, scheme)[0]
+        hv = hostvars[host] if host in hostvars else {}
+        mode = str(hv.get("sglang_disaggregation_mode") or "null").strip().lower()
+        if mode not in PD_MODES + ("null",):
+            raise AnsibleFilterError("%s: sglang_disaggregation_mode must be null, prefill or decode, got %r"
+                                     % (host, hv.get("sglang_disaggregation_mode")))
+        port = None
+        if mode == "prefill":
+            port = hv.get("sglang_disaggregation_bootstrap_port")
+            port = DEFAULT_BOOTSTRAP_PORT if port is None or port == "" else port
+            try:
+                port = int(port)
+            except (TypeError, ValueError):
+                port = 0
+            if not 0 < port < 65536:
+                raise AnsibleFilterError("%s: sglang_disaggregation_bootstrap_port %r is not a port number"
+                                         % (host, hv.get("sglang_disaggregation_bootstrap_port")))
+        out[url] = {"worker_type": "regular" if mode == "null" else mode, "bootstrap_port": port}
+    return out
+
+
+def sglang_pd_args(hosts, hostvars, default_port=30000, scheme="http"):
+    """The gateway's PD-mode flags for these servers: {"pd-disaggregation": true, "prefill": [[URL, PORT], ...],
+    "decode": [[URL], ...]} (both gateways: --prefill URL BOOTSTRAP_PORT and --decode URL, each repeated; the
+    flag filter writes a list of lists as one flag per inner list). Raises, naming the hosts, when a server has no
+    mode or a kind has no server: a PD gateway with no prefill (or no decode) server answers every request 503."""
+    kinds = sglang_worker_kinds(hosts, hostvars, default_port, scheme)
+    regular = sorted(url for url, kind in kinds.items() if kind["worker_type"] == "regular")
+    if regular:
+        raise AnsibleFilterError("a gateway in PD mode routes only to prefill and decode servers; these set no "
+                                 "sglang_disaggregation_mode: %s" % ", ".join(regular))
+    prefill = [[url, str(kind["bootstrap_port"])] for url, kind in kinds.items() if kind["worker_type"] == "prefill"]
+    decode = [[url] for url, kind in kinds.items() if kind["worker_type"] == "decode"]
+    if not prefill or not decode:
+        raise AnsibleFilterError("a gateway in PD mode needs at least one prefill and one decode server; the workers "
+                                 "(%s) hold %d prefill and %d decode" % (", ".join(kinds) or "none", len(prefill),
+                                                                        len(decode)))
+    return {"pd-disaggregation": True, "prefill": prefill, "decode": decode}
+
+
 def _url(scheme, address, port):
     address = str(address)
     if ":" in address and not address.startswith("["):
@@ -129,6 +182,8 @@ class FilterModule(object):
     def filters(self):
         return {
             "sglang_worker_urls": sglang_worker_urls,
+            "sglang_worker_kinds": sglang_worker_kinds,
+            "sglang_pd_args": sglang_pd_args,
             "sglang_worker_aliases": sglang_worker_aliases,
             "sglang_worker_loopback": sglang_worker_loopback,
             "sglang_router_urls": sglang_router_urls,

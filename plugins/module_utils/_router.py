@@ -48,6 +48,7 @@ except ImportError:  # pragma: no cover - Python 2
     raise
 
 IN_FLIGHT_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+PD_KINDS = ("prefill", "decode")
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
 
 
@@ -106,8 +107,13 @@ class Fleet(object):
 
     def __init__(self, routers, http=http_call, clock=time.monotonic, sleep=time.sleep, poll=0.5,
                  worker_health_path="/health", worker_metrics_path="/metrics", headers=None, aliases=None,
-                 worker_api_key=None, listed_as=None):
+                 worker_api_key=None, listed_as=None, kinds=None):
         self.routers = [normalize_url(r) for r in routers]
+        # prefill/decode servers behind a gateway in PD mode: {primary: {"worker_type", "bootstrap_port"}} from the
+        # inventory, else what a router listed (a drained worker is put back as the kind it was)
+        # (a given "regular" is no knowledge: the router's listing decides then)
+        self.kinds = dict((normalize_url(w), dict(k)) for w, k in (kinds or {}).items()
+                          if isinstance(k, dict) and k.get("worker_type") in PD_KINDS)
         # every name a worker may be listed by -> its primary URL
         self.primary_of = {}
         for primary, names in (aliases or {}).items():
@@ -145,7 +151,9 @@ class Fleet(object):
             raise RouterError("router %s: GET /workers is not JSON: %s" % (router, text[:200]))
         return dict((normalize_url(w.get("url", "")), {"id": w.get("id"), "is_healthy": bool(w.get("is_healthy")),
                                                        "load": int(w.get("load") or 0),
-                                                       "status": w.get("status")}) for w in listed)
+                                                       "status": w.get("status"),
+                                                       "worker_type": w.get("worker_type") or "regular",
+                                                       "bootstrap_port": w.get("bootstrap_port")}) for w in listed)
 
     def view(self, router):
         """{primary URL: entry (with its listed "url")} of one router: every listed URL mapped to the worker it
@@ -158,7 +166,12 @@ class Fleet(object):
             primary = self.primary_of.get(url, url)
             out[primary] = dict(entry, url=url)
             self.reach.setdefault(primary, url)
+            if entry.get("worker_type") in PD_KINDS and primary not in self.kinds:
+                self.kinds[primary] = {"worker_type": entry["worker_type"], "bootstrap_port": entry.get("bootstrap_port")}
         return out
+
+    def kind_of(self, worker):
+        return (self.kinds.get(worker) or {}).get("worker_type") or "regular"
 
     def foreign(self, views, known):
         """URLs listed by a router that name no worker in known (primaries), by router."""
@@ -192,6 +205,12 @@ class Fleet(object):
         router still holds a leaving entry ("already exists": post again later)."""
         url = self.listed_as.get(router, {}).get(worker) or self.reach.get(worker, worker)
         body = {"url": url}
+        kind = self.kinds.get(worker) or {}
+        if kind.get("worker_type") in PD_KINDS:
+            # a gateway in PD mode adds a worker without a type as a regular one, which it never routes to
+            body["worker_type"] = kind["worker_type"]
+            if kind["worker_type"] == "prefill" and kind.get("bootstrap_port") is not None:
+                body["bootstrap_port"] = int(kind["bootstrap_port"])
         if self.worker_api_key:
             body["api_key"] = self.worker_api_key
         code, text = self.http("POST", router + "/workers", body, headers=self.headers)
@@ -219,10 +238,10 @@ class Fleet(object):
         return put
 
     # --- safety --------------------------------------------------------------------------------------
-    @staticmethod
-    def check_safe(snapshot, batch, fleet, max_unavailable):
+    def check_safe(self, snapshot, batch, fleet, max_unavailable):
         """Refused unless, on every router, (fleet workers not healthy-and-listed) + batch <= max_unavailable
-        and at least one healthy worker stays listed outside the batch."""
+        and at least one healthy worker stays listed outside the batch; behind a gateway in PD mode, at least one
+        healthy worker of each kind the batch holds (a gateway with no prefill or no decode server answers 503)."""
         batch = set(batch)
         for router, listed in sorted(snapshot.items()):
             healthy = set(url for url, w in listed.items() if w["is_healthy"])
@@ -237,6 +256,12 @@ class Fleet(object):
             if not healthy - batch:
                 raise Refused("router %s: %s would take out its last healthy worker (healthy now: %s)"
                               % (router, ", ".join(sorted(batch)), ", ".join(sorted(healthy)) or "none"))
+            for kind in sorted(set(self.kind_of(w) for w in batch) & set(PD_KINDS)):
+                of_kind = set(w for w in healthy if self.kind_of(w) == kind)
+                if not of_kind - batch:
+                    raise Refused("router %s: %s would take out its last healthy %s worker (healthy %s workers now: "
+                                  "%s); a gateway in PD mode needs one of each kind"
+                                  % (router, ", ".join(sorted(batch)), kind, kind, ", ".join(sorted(of_kind)) or "none"))
 
     # --- actions -------------------------------------------------------------------------------------
     def remove(self, batch, timeout):
@@ -350,7 +375,8 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
     fl = Fleet(routers, http=http, clock=clock, sleep=sleep, poll=params.get("poll_interval", 0.5),
                worker_health_path=params.get("worker_health_path", "/health"),
                worker_metrics_path=params.get("worker_metrics_path", "/metrics"), headers=headers,
-               aliases=aliases, worker_api_key=params.get("worker_api_key"), listed_as=params.get("listed_as"))
+               aliases=aliases, worker_api_key=params.get("worker_api_key"), listed_as=params.get("listed_as"),
+               kinds=params.get("kinds"))
     result = {"changed": False, "state": state, "workers": batch, "routers": {}, "log": fl.log, "put_back": {}}
     started = clock()
     if not routers:
@@ -359,6 +385,8 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
         before = fl.views()
         result["listed_as"] = dict((router, dict((w, view[w]["url"]) for w in batch if w in view))
                                    for router, view in before.items())
+        # each batch worker's kind behind a gateway in PD mode (given, or as listed): the re-add posts it again
+        result["kinds"] = dict((w, fl.kinds[w]) for w in batch if w in fl.kinds)
         unlisted = [w for w in batch if not any(w in view for view in before.values())]
         foreign = fl.foreign(before, set(fleet))
         if unlisted and foreign:

@@ -101,6 +101,16 @@ options:
         that URL is the one put back.
     type: dict
     default: {}
+  kinds:
+    description:
+      - Behind a gateway in PD mode (issue 25), each worker's kind, keyed by its URL in O(workers) or O(fleet),
+        C(worker_type) (V(prefill), V(decode) or V(regular)) and a prefill server's C(bootstrap_port)
+        (P(gpuserve.sglang.sglang_worker_kinds#filter) builds them from the inventory). A worker put back is
+        posted with its kind (a gateway adds one without as a regular worker, which it never routes to in PD mode),
+        and V(drained) refuses to take out the last healthy worker of either kind. A worker not given here is
+        put back as the kind a router listed it as.
+    type: dict
+    default: {}
   worker_health_path:
     description: The workers' health path.
     type: str
@@ -158,6 +168,12 @@ metrics_unavailable:
   description: Drained workers whose /metrics did not answer.
   returned: state=drained
   type: list
+kinds:
+  description: For V(drained), the kind of each worker of the batch behind a gateway in PD mode (given in O(kinds),
+    else as a router listed it), to hand to the V(present) that puts the batch back.
+  returned: state is drained
+  type: dict
+  sample: {"http://pd-p1:30000": {worker_type: prefill, bootstrap_port: 8998}}
 listed_as:
   description: By router, the URL it listed each worker of the batch by before the drain.
   returned: state=drained
@@ -200,6 +216,7 @@ def main():
             worker_api_key=dict(type="str", no_log=True),
             aliases=dict(type="dict", default={}),
             listed_as=dict(type="dict", default={}),
+            kinds=dict(type="dict", default={}),
             worker_health_path=dict(type="str", default="/health"),
             worker_metrics_path=dict(type="str", default="/metrics"),
             poll_interval=dict(type="float", default=0.5),
@@ -223,6 +240,11 @@ def main():
         for url in list(names) + list(names.values()):
             if not isinstance(url, str) or not url.startswith(("http://", "https://")):
                 module.fail_json(msg="listed_as: %r is not an http(s) URL" % (url,))
+    for worker, kind in params["kinds"].items():
+        if (not isinstance(kind, dict) or kind.get("worker_type", "regular") not in ("prefill", "decode", "regular")
+                or not (kind.get("bootstrap_port") is None or str(kind.get("bootstrap_port")).isdigit())):
+            module.fail_json(msg="kinds: %r must map to {worker_type: prefill|decode|regular, bootstrap_port: "
+                                 "a port or null}, got %r" % (worker, kind))
     if not params["routers"]:
         module.fail_json(msg="routers: at least one router URL is needed")
     if params["max_unavailable"] < 1:

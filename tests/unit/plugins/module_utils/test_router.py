@@ -286,3 +286,46 @@ def test_reconciled_waits_for_a_router_that_was_just_restarted():
     result = go(fake, routers=[R[0]], state="reconciled", workers=W, timeout=30)
     assert result["put_back"] == {W[1]: [R[0]]}
     assert all(fake.lists[R[0]][w]["is_healthy"] for w in W)
+
+
+# ---- prefill/decode servers behind a gateway in PD mode (issue 25) -------------------------------------------------
+KINDS = {W[0]: {"worker_type": "prefill", "bootstrap_port": 8998}, W[1]: {"worker_type": "prefill", "bootstrap_port": 9100},
+         W[2]: {"worker_type": "decode", "bootstrap_port": None}, W[3]: {"worker_type": "decode", "bootstrap_port": None}}
+
+
+def pd_fleet():
+    """Both gateways in PD mode list each worker with its worker_type and a prefill's bootstrap_port (measured)."""
+    fake = FakeFleet()
+    for listed in fake.lists.values():
+        for url, kind in KINDS.items():
+            listed[url].update(kind)
+    return fake
+
+
+def test_a_drained_prefill_server_is_put_back_as_a_prefill_with_its_bootstrap_port():
+    fake = pd_fleet()
+    go(fake, workers=[W[1]], kinds=KINDS)
+    go(fake, workers=[W[1]], kinds=KINDS, state="present")
+    bodies = [body for _router_url, body in fake.bodies]
+    assert bodies == [{"url": W[1], "worker_type": "prefill", "bootstrap_port": 9100}] * 2
+    # not given by the inventory: put back as the kind the router listed it as before the drain
+    fake = pd_fleet()
+    drained = go(fake, workers=[W[2]])
+    assert drained["kinds"] == {W[2]: {"worker_type": "decode", "bootstrap_port": None}}
+    go(fake, workers=[W[2]], state="present", kinds=drained["kinds"])
+    assert [body for _r, body in fake.bodies] == [{"url": W[2], "worker_type": "decode"}] * 2
+
+
+def test_never_the_last_healthy_worker_of_either_kind():
+    fake = pd_fleet()
+    fake.lists[R[0]][W[3]]["is_healthy"] = False           # d2 is out on gw-1: d1 is its last healthy decode
+    with pytest.raises(Refused, match="last healthy decode worker"):
+        go(fake, workers=[W[2]], kinds=KINDS, max_unavailable=2)
+    assert not [c for c in fake.calls if c[0] != "GET"]
+    # the same router still lets a prefill go: one prefill stays
+    fake.lists[R[0]][W[3]]["is_healthy"] = True
+    go(fake, workers=[W[0]], kinds=KINDS)
+    assert all(W[0] not in listed for listed in fake.lists.values())
+    fake = pd_fleet()
+    with pytest.raises(Refused, match="last healthy prefill worker"):
+        go(fake, workers=[W[0], W[1]], kinds=KINDS, max_unavailable=2)
