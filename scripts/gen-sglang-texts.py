@@ -213,6 +213,14 @@ RULES = {
     "pd_bootstrap_port_default": (["server_args.py", "arg_groups/fields/disagg.py"],
                                   lambda src: _regex_value(src, r"disaggregation_bootstrap_port: int = (\d+)",
                                                            r"disaggregation_bootstrap_port: A\[[^\]]*\] = (\d+)", cast=int)),
+    # Whether a decode server of a PD pair can have the radix cache (which HiCache needs): "never" (0.5.9: the decode
+    # branch of _handle_pd_disaggregation forces disable_radix_cache) or "with_flag" (0.5.23: only with
+    # --disaggregation-decode-enable-radix-cache); the server role refuses HiCache on a decode server without it
+    "pd_decode_radix_cache": (["arg_groups/pd_disaggregation_hook.py", "server_args.py"],
+                              lambda src: ("with_flag", _find_line(src, "if cfg.disaggregation_decode_enable_radix_cache:"))
+                              if "if cfg.disaggregation_decode_enable_radix_cache:" in src else
+                              ("never", _find_line(src, "KV cache is forced as chunk cache for decode server"))
+                              if "KV cache is forced as chunk cache for decode server" in src else (None, None)),
     # ModelOpt NVFP4 on SM120 (RTX PRO 6000 Blackwell, compute capability 12.0): the release's modelopt_quant.py
     # has a path for it (0.5.9: is_sm120_supported(); 0.5.23: get_platform().is_sm120); the model preflight
     # refuses NVFP4 on an SM120 GPU with a release that has none

@@ -205,12 +205,13 @@ def _value_problems(args, env, problems):
             problems.append(message)
 
 
-def sglang_args_problems(args, env=None, user_args=None):
+def sglang_args_problems(args, env=None, user_args=None, release=""):
     """What SGLang 0.5.9 would refuse at start (or what would misconfigure it), as a list of messages.
 
     args: the merged flag mapping; env: the unit's environment mapping; user_args: sglang_args as given
-    (for the flags that must come from their own variables). Never raises on a bad value: every problem is
-    a message naming the variable and the value.
+    (for the flags that must come from their own variables); release: the SGLang release the unit's interpreter
+    has (its rules from the wheel; none: 0.5.9's). Never raises on a bad value: every problem is a message naming
+    the variable and the value.
     """
     problems = []
     try:
@@ -244,6 +245,18 @@ def sglang_args_problems(args, env=None, user_args=None):
         if args.get("disable-radix-cache"):
             problems.append("--enable-hierarchical-cache with --disable-radix-cache: SGLang refuses them together "
                             "('The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive')")
+        if str(args.get("disaggregation-mode") or "").lower() == "decode":
+            # SGLang runs a decode server without the radix cache (rule pd_decode_radix_cache, from the wheel), and
+            # HiCache needs it: the server would refuse them together at start
+            rules, _note = release_rules(release or None)
+            way = rules.get("pd_decode_radix_cache")
+            if way == "never" or (way == "with_flag" and not args.get("disaggregation-decode-enable-radix-cache")):
+                problems.append(
+                    "--enable-hierarchical-cache on a decode server (sglang_disaggregation_mode: decode): SGLang %s "
+                    "runs a decode server without the radix cache%s, and HiCache needs it (SGLang would refuse them "
+                    "together); turn HiCache off there (sglang_args: {enable-hierarchical-cache: false})"
+                    % (release or "0.5.9", " unless --disaggregation-decode-enable-radix-cache is set"
+                       if way == "with_flag" else ""))
 
     present = [f for f in SPEC_TRIPLE if f in args]
     if present and len(present) != len(SPEC_TRIPLE):

@@ -29,6 +29,7 @@ RELEASES = {
             'nvfp4_sm120': True,
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
             'spec_max_running_requests_default': 48,
         },
         'architectures': [
@@ -343,6 +344,7 @@ RELEASES = {
             'nvfp4_sm120': True,
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'with_flag',
             'spec_max_running_requests_default': 48,
         },
         'architectures': [

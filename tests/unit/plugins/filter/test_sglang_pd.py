@@ -77,3 +77,16 @@ def test_one_server_pd_flags_and_they_are_refused_in_sglang_args():
                      ("disaggregation_bootstrap_port", "sglang_disaggregation_bootstrap_port")):
         problems = f.sglang_args_problems({}, {}, user_args={key: "prefill"})
         assert len(problems) == 1 and var in problems[0]
+
+
+def test_hicache_on_a_decode_server_is_refused_as_its_release_would():
+    decode = {"disaggregation-mode": "decode", "enable-hierarchical-cache": True, "hicache-ratio": 2.0}
+    # 0.5.9 forces the chunk cache on a decode server; 0.5.23 only with its decode radix cache flag
+    assert any("decode server" in p and "0.5.9" in p for p in f.sglang_args_problems(decode, {}, release="0.5.9"))
+    assert any("unless --disaggregation-decode-enable-radix-cache" in p
+               for p in f.sglang_args_problems(decode, {}, release="0.5.23"))
+    with_flag = dict(decode, **{"disaggregation-decode-enable-radix-cache": True})
+    assert not [p for p in f.sglang_args_problems(with_flag, {}, release="0.5.23") if "decode server" in p]
+    assert any("decode server" in p for p in f.sglang_args_problems(with_flag, {}, release="0.5.9"))
+    prefill = dict(decode, **{"disaggregation-mode": "prefill"})
+    assert not [p for p in f.sglang_args_problems(prefill, {}, release="0.5.9") if "decode server" in p]
