@@ -28,6 +28,8 @@ REFUSED = [
     ("sglang_router_launch_script", "relative/launch.py", "sglang_router_launch_script must be an absolute path"),
     ("sglang_router_launch_script", "/usr/local/lib/x y.py", "sglang_router_launch_script must be an absolute path"),
     ("sglang_router_launch_script", "/usr/local/lib/launch.py\nExecStartPre=/bin/sh", "sglang_router_launch_script must be an absolute path"),
+    # PD mode names each worker's kind from the server's own variable: a URL list has no kind (issue 25)
+    ("sglang_router_pd", True, "sglang_router_pd takes its workers from the group sglang_router_worker_group"),
 ]
 PASSING = [{}, {"sglang_router_launch_script": "/opt/gpuserve/router_launch.py"}]
 
