@@ -57,6 +57,8 @@ STANDIN_MISSING_MAMBA_RANKS (default 0) a hybrid model (its config.json under --
 STANDIN_FREE_HOST_GB (default 8.12)    the free host memory quoted by ``host_memory``.
 STANDIN_DIST_TIMEOUT (default 600)     --nnodes > 1: seconds node 0 waits for the other nodes at the dist port, and
                                        they for node 0 (docs/standin.md, "One server over several hosts").
+STANDIN_KV_TIMEOUT (default 30)        PD: seconds a prefill keeps a request's KV for a decode server (then 500), and a
+                                       decode server's long poll for it (docs/standin.md, "Prefill/decode (PD)").
 SGLANG_LOG_MS (SGLang's own variable)  ``1``: stamps with milliseconds ``[%Y-%m-%d %H:%M:%S.mmm ...]``.
 Also ``--log-level warning`` (info lines not printed), ``--enable-dp-attention --dp-size N`` and ``--ep-size N``
 (rank tags ``DPd TPt EPe`` as SGLang's scheduler prints them; none with --tp 1).
@@ -80,6 +82,13 @@ sglang:num_requests_total, ...). With --api-key every path but /health* and /met
 new requests are still accepted (as SGLang); the final SIGKILL closes the port and cuts every request still in
 flight (the client gets no answer, or a stream that stops without ``[DONE]``).
 
+Prefill/decode disaggregation (``--disaggregation-mode prefill|decode``, ``--disaggregation-bootstrap-port``,
+``--disaggregation-transfer-backend`` accepted): a prefill serves SGLang's KV bootstrap server (the release's health
+path answers 200 "OK"; 0.5.23 logs ``CommonKVBootstrapServer started successfully on host:port``), started where
+SGLang starts it; a request with bootstrap_host/port/room is prefilled on the prefill, which keeps it in flight until a
+decode server took its KV, and decoded on the decode server once it took the KV from that prefill. The hand-off is
+the stand-in's own (a long poll of the bootstrap server's /standin_kv?room=R), not SGLang's RDMA.
+
 Run as ``python3 sglang_standin.py <SGLang flags>`` or, copied into a venv's site-packages, as
 ``python -m sglang_standin <SGLang flags>``. Standard library only.
 """
@@ -97,6 +106,8 @@ import string
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 try:
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -286,6 +297,11 @@ def build_parser():
     parser.add_argument("--nnodes", type=int, default=1)
     parser.add_argument("--node-rank", dest="node_rank", type=int, default=0)
     parser.add_argument("--dist-init-addr", "--nccl-init-addr", dest="dist_init_addr", default=None)
+    # prefill/decode disaggregation (SGLang's arg_groups/fields/disagg.py): the backend is accepted, nothing else
+    parser.add_argument("--disaggregation-mode", choices=("null", "prefill", "decode"), default="null")
+    parser.add_argument("--disaggregation-bootstrap-port", type=int,
+                        default=RELEASES[RELEASE].get("rules", {}).get("pd_bootstrap_port_default", 8998))
+    parser.add_argument("--disaggregation-transfer-backend", default="mooncake")
     return parser
 
 
@@ -351,6 +367,9 @@ def server_args_line(args):
         "hicache_io_backend=%r" % args.hicache_io_backend,
         "hicache_mem_layout=%r" % args.hicache_mem_layout,
         "speculative_algorithm=%r" % args.speculative_algorithm,
+        "disaggregation_mode=%r" % args.disaggregation_mode,
+        "disaggregation_transfer_backend=%r" % args.disaggregation_transfer_backend,
+        "disaggregation_bootstrap_port=%d" % args.disaggregation_bootstrap_port,
     ]
     if RELEASES[RELEASE]["server_args_form"] == "dict":
         # 0.5.23: server_args={'model_path': ..., 'api_key': ...} (entrypoints/engine.py _server_args_for_logging)
@@ -470,7 +489,9 @@ def metrics_text():
     spec = (ARGS.speculative_algorithm or "").upper()
     values = dict(snap, max_tokens=max_tokens, token_usage=round(float(snap["used"]) / max_tokens, 4),
                   spec_accept_length=env_float("STANDIN_SPEC_ACCEPT_LENGTH", 2.5) if spec else 0.0)
-    sched = 'engine_type="unified",model_name="%s",moe_ep_rank="0",pp_rank="0",tp_rank="0"' % name
+    # engine_type: SGLang's DisaggregationMode.to_engine_type (prefill, decode, else unified)
+    engine = {"prefill": "prefill", "decode": "decode"}.get(ARGS.disaggregation_mode, "unified")
+    sched = 'engine_type="%s",model_name="%s",moe_ep_rank="0",pp_rank="0",tp_rank="0"' % (engine, name)
     tok = 'model_name="%s"' % name
     lines = []
     for metric, kind, help_text, key in METRIC_HELP:
@@ -479,6 +500,174 @@ def metrics_text():
         lines.append("# TYPE %s %s" % (base, kind))
         lines.append("%s{%s} %s" % (metric, tok if kind == "counter" else sched, float(values[key])))
     return ("\n".join(lines) + "\n").encode()
+
+
+# Prefill/decode disaggregation (PD). What is SGLang's: the flags, the bootstrap server on a prefill (an HTTP server on
+# --disaggregation-bootstrap-port answering the release's health path with 200 "OK", disaggregation/common/conn.py
+# CommonKVBootstrapServer), the release's "started successfully" line, FAKE_BOOTSTRAP_HOST (the warm-up's requests
+# skip the transfer), the 400 for a request without bootstrap_room and the error texts of a failed transfer. What is
+# the STAND-IN'S OWN: the KV hand-off. SGLang moves the KV over RDMA (mooncake, nixl) after a handshake through the
+# bootstrap server's /route; here the decode server long-polls the prefill's bootstrap server at STANDIN_KV_PATH
+# for the request's bootstrap_room, and that answer is the "transfer" (no data, only the moment).
+FAKE_BOOTSTRAP_HOST = "2.2.2.2"      # disaggregation/utils.py: the warm-up's requests, no transfer
+STANDIN_KV_PATH = "/standin_kv"      # the stand-in's own hand-off path on the bootstrap server (not SGLang's)
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def kv_timeout():
+    return env_float("STANDIN_KV_TIMEOUT", 30)
+
+
+class KVRooms(object):
+    """A prefill's rooms (bootstrap_room -> state), the stand-in's KV hand-off: ``prefilling`` (the request arrived),
+    ``ready`` (its prefill is done, the KV waits for a decode server), ``fetched`` (a decode server took it) or
+    ``failed`` (nobody took it within STANDIN_KV_TIMEOUT). A decode server may ask before the prefill got its copy of
+    the request (the gateway sends both at once): its long poll waits for the room to be ready."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.rooms = {}            # room -> [state, since]
+
+    def open(self, room):
+        with self.cond:
+            now = time.time()
+            for old in [r for r, (state, since) in self.rooms.items()
+                        if state in ("fetched", "failed") and since < now - 2 * kv_timeout()]:
+                del self.rooms[old]
+            self.rooms[room] = ["prefilling", now]
+            self.cond.notify_all()
+
+    def _set(self, room, state):
+        self.rooms[room] = [state, time.time()]
+        self.cond.notify_all()
+
+    def ready_and_wait(self, room, timeout):
+        """The prefill's side: the room's KV is ready; True once a decode server fetched it, False (the room failed)
+        after ``timeout`` seconds."""
+        with self.cond:
+            self._set(room, "ready")
+            deadline = time.time() + timeout
+            while self.rooms.get(room, [None])[0] == "ready" and time.time() < deadline:
+                self.cond.wait(min(0.5, max(0.01, deadline - time.time())))
+            if self.rooms.get(room, [None])[0] == "fetched":
+                del self.rooms[room]
+                return True
+            self._set(room, "failed")
+            return False
+
+    def fetch(self, room, timeout):
+        """The bootstrap server's side of a decode server's long poll: ``fetched`` once the room is ready (the hand-off),
+        ``failed`` if its prefill gave up, ``timeout`` when it never became ready within ``timeout`` seconds."""
+        with self.cond:
+            deadline = time.time() + timeout
+            while self.rooms.get(room, [None])[0] in (None, "prefilling") and time.time() < deadline:
+                self.cond.wait(min(0.5, max(0.01, deadline - time.time())))
+            state = self.rooms.get(room, [None])[0]
+            if state == "ready":
+                self._set(room, "fetched")
+                return "fetched"
+            return "failed" if state in ("failed", "fetched") else "timeout"
+
+
+KV_ROOMS = KVRooms()
+
+
+class BootstrapHandler(BaseHTTPRequestHandler):
+    """A prefill's KV bootstrap server (SGLang: CommonKVBootstrapServer, aiohttp, no access log): the release's health
+    path answers 200 "OK"; STANDIN_KV_PATH?room=R is the stand-in's hand-off (above); the rest 404 as aiohttp."""
+    server_version = "Python/3 aiohttp"
+    sys_version = ""
+
+    def log_message(self, format, *args):  # noqa: A002 - signature of the base class
+        return
+
+    def _text(self, code, body):
+        data = body.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        path, _sep, query = self.path.partition("?")
+        if path == RELEASES[RELEASE]["rules"].get("pd_bootstrap_health_path", "/health"):
+            self._text(200, "OK")
+            return
+        if path != STANDIN_KV_PATH:
+            self._text(404, "404: Not Found")
+            return
+        params = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
+        try:
+            room = int(params.get("room", ""))
+        except ValueError:
+            self._text(400, "[stand-in] %s needs room=<bootstrap_room>" % STANDIN_KV_PATH)
+            return
+        state = KV_ROOMS.fetch(room, kv_timeout())
+        if state == "fetched":
+            self._send_json({"bootstrap_room": room, "kv": "stand-in"})
+        elif state == "failed":
+            self._text(410, "[stand-in] room %d: its prefill gave the KV up (not fetched in time)" % room)
+        else:
+            self._text(504, "[stand-in] room %d: no prefill of that room within %gs" % (room, kv_timeout()))
+
+    def _send_json(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    do_POST = do_GET  # noqa: N815
+
+
+def start_bootstrap_server(args):
+    """A prefill's KV bootstrap server, listening on (--host, --disaggregation-bootstrap-port) before this returns;
+    the release's ``pd_bootstrap_started`` line (0.5.23: ``CommonKVBootstrapServer started successfully on
+    host:port``; 0.5.9 prints nothing) once it listens. None when the port cannot be bound: SGLang's bootstrap thread
+    logs ``Server error: [Errno 98] error while attempting to bind on address ...`` (asyncio's words) and SGLang
+    starts on without it (its prefill ranks then fail to register); the stand-in ends start-up there instead."""
+    port = args.disaggregation_bootstrap_port
+    try:
+        server = StandinHTTPServer((args.host, port), BootstrapHandler)
+    except OSError as exc:
+        reason = "[Errno %s] error while attempting to bind on address %r: %s" % (
+            exc.errno, (args.host, port), (exc.strerror or str(exc)).lower())
+        emit("Server error: %s" % reason, None, sys.stderr)
+        raw("Traceback (most recent call last):", sys.stderr)
+        raw('  File "sglang/srt/disaggregation/common/conn.py", in _run_server', sys.stderr)
+        raw("OSError: %s" % reason, sys.stderr)
+        raw("[stand-in] the KV bootstrap server cannot listen on %s:%d (--disaggregation-bootstrap-port): start-up "
+            "ends here" % (args.host, port), sys.stderr)
+        return None
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    if has_text("pd_bootstrap_started"):
+        emit(text("pd_bootstrap_started", {"host": args.host, "port": port}))
+    return server
+
+
+def fetch_kv(host, port, room):
+    """A decode server takes the KV of ``room`` from the prefill's bootstrap server at host:port (the stand-in's
+    hand-off: a long poll of STANDIN_KV_PATH, bounded by STANDIN_KV_TIMEOUT). None when it came, else
+    (phase, reason): "handshake" when the bootstrap server cannot be reached, "transfer" when it answered no KV."""
+    url = "http://%s:%d%s?room=%d" % ("[%s]" % host if ":" in host else host, port, STANDIN_KV_PATH, room)
+    try:
+        with NO_PROXY.open(url, timeout=kv_timeout() + 5) as resp:
+            resp.read()
+        return None
+    except urllib.error.HTTPError as exc:
+        body = exc.read().decode("utf-8", "replace").strip()
+        return "transfer", "HTTP %d %s" % (exc.code, body)
+    except urllib.error.URLError as exc:
+        return "handshake", str(exc.reason)
+    except (OSError, ValueError) as exc:
+        return "transfer" if isinstance(exc, socket.timeout) else "handshake", str(exc) or exc.__class__.__name__
+
+
+def _first(value):
+    """A batch's first element (a bootstrap field is a value or a list of them, io_struct.py)."""
+    return value[0] if isinstance(value, list) and value else value
 
 
 class ClientGone(Exception):
@@ -511,9 +700,8 @@ class Handler(BaseHTTPRequestHandler):
         self._send(401, {"error": "Unauthorized"})
         return False
 
-    def _error(self, code, message):
-        self._send(code, {"object": "error", "message": message, "type": "BadRequestError", "param": None,
-                          "code": code})
+    def _error(self, code, message, err_type="BadRequestError"):
+        self._send(code, {"object": "error", "message": message, "type": err_type, "param": None, "code": code})
 
     def do_GET(self):  # noqa: N802 - http.server API
         path = self.path.split("?", 1)[0]
@@ -604,6 +792,11 @@ class Handler(BaseHTTPRequestHandler):
             self._error(400, "Requested token count exceeds the model's maximum context length of %d tokens."
                         % ARGS.context_length)
             return
+        handoff = self._pd_request(req)
+        if handoff is False:
+            return
+        if ARGS.disaggregation_mode == "prefill":
+            max_tokens = min(max_tokens, 1)     # the prefill's answer: its one token (the gateway drops it)
         stream = bool(req.get("stream"))
         # greedy and deterministic: the words follow from the prompt; STANDIN_ANSWER_SHIFT makes the stand-in answer
         # differently (a wrong-output regression, for the correctness gate's tests)
@@ -619,6 +812,11 @@ class Handler(BaseHTTPRequestHandler):
         start = time.time()
         ok = False
         try:
+            if handoff is not None:
+                if not self._pd_handoff(rid, handoff, delay):
+                    return
+                if ARGS.disaggregation_mode == "prefill":
+                    delay = 0           # its token came with the prefill's forward, before the hand-off
             if stream:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -673,6 +871,61 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             TRAFFIC.finish(rid, prompt_tokens, len(text), aborted=not ok)
+
+    def _pd_request(self, req):
+        """A request to a prefill or decode server: None when it has no hand-off (--disaggregation-mode null, or
+        bootstrap_host FAKE_BOOTSTRAP_HOST: SGLang's warm-up, FakeKVSender/FakeKVReceiver), else (host, port, room);
+        False when it was refused here. As SGLang's scheduler (managers/scheduler.py, 0.5.23): a request without
+        bootstrap_room is aborted with 400 ``Invalid request: Disaggregated request received without bootstrap room
+        id.`` and one error line; a missing bootstrap_port is this server's --disaggregation-bootstrap-port."""
+        if ARGS.disaggregation_mode == "null":
+            return None
+        host, port, room = (_first(req.get(k)) for k in ("bootstrap_host", "bootstrap_port", "bootstrap_room"))
+        if room is None:
+            message = ("Invalid request: Disaggregated request received without bootstrap room id. req.rid=%r"
+                       % ("%032x" % random.getrandbits(128)))
+            emit(message, 0, sys.stderr)
+            self._error(400, message)
+            return False
+        try:
+            room = int(room)
+            port = ARGS.disaggregation_bootstrap_port if port is None else int(port)
+        except (TypeError, ValueError):
+            self._error(400, "bootstrap_room and bootstrap_port must be integers, got %r and %r" % (room, port))
+            return False
+        if host == FAKE_BOOTSTRAP_HOST:
+            return None
+        if ARGS.disaggregation_mode == "prefill":
+            KV_ROOMS.open(room)             # a decode server's long poll for this room now waits for its prefill
+        return (str(host), port, room)
+
+    def _pd_handoff(self, rid, handoff, delay):
+        """The stand-in's KV hand-off of an admitted request (counted in num_running_reqs and by the drain all along).
+        A prefill: its forward (one token's time), the room's KV ready, then it waits for a decode server to fetch it
+        (STANDIN_KV_TIMEOUT at most: then 500 with SGLang's ``Prefill transfer failed ...``). A decode: it fetches the
+        room's KV from the prefill's bootstrap server, else 500 with SGLang's ``Decode handshake/transfer failed ...``
+        naming the stand-in's reason. True when the request goes on to its tokens."""
+        host, port, room = handoff
+        if ARGS.disaggregation_mode == "prefill":
+            time.sleep(delay)
+            if KV_ROOMS.ready_and_wait(room, kv_timeout()):
+                return True
+            message = ("Prefill transfer failed for request rank=0 req.rid=%r req.bootstrap_room=%d with exception "
+                       "[stand-in] no decode server fetched the KV of room %d within %gs"
+                       % (rid, room, room, kv_timeout()))
+            emit(message, 0, sys.stderr)
+            self._error(500, message, "InternalServerError")
+            return False
+        failure = fetch_kv(host, port, room)
+        if failure is None:
+            return True
+        phase, reason = failure
+        message = ("Decode %s failed for request rank=0 decode_req.req.rid=%r decode_req.req.bootstrap_room=%d with "
+                   "exception [stand-in] KV transfer from %s:%d room %d failed: %s"
+                   % (phase, rid, room, host, port, room, reason))
+        emit(message, 0, sys.stderr)
+        self._error(500, message, "InternalServerError")
+        return False
 
     @staticmethod
     def _native(rid, text, prompt_tokens, completion_tokens, finish, start):
@@ -969,6 +1222,14 @@ def main(argv=None):
             emit("Spec v2 is enabled for eagle/eagle3 speculative decoding and overlap schedule is turned on.")
         else:
             emit("Overlap scheduler is disabled when spec v2 is off")
+    if args.disaggregation_mode == "prefill" and args.node_rank == 0:
+        # Where SGLang starts a prefill's KV bootstrap server (entrypoints/engine.py _launch_subprocesses, both
+        # releases): after server_args and the launch of the scheduler processes, in the main process's tokenizer
+        # manager ("Init tokenizer manager first, as the bootstrap server is initialized here",
+        # managers/disagg_service.py start_disagg_service), before the schedulers are ready (weights, KV, graphs)
+        # and so long before the HTTP server; node 0 only (nodes 1..N-1 run no tokenizer manager).
+        if start_bootstrap_server(args) is None:
+            return 1
     time.sleep(step)
     if args.nnodes > 1:
         # torch.distributed's rendezvous comes before the weights: node 0 waits for every other node
@@ -1102,6 +1363,10 @@ def main(argv=None):
     thread.start()
     # The warm-up request is SGLang's first request: from now on SIGTERM drains.
     signal.signal(signal.SIGTERM, on_sigterm)
+    if args.disaggregation_mode != "null":
+        # SGLang's warm-up in PD mode (entrypoints/http_server.py, both releases): its requests carry bootstrap_host
+        # FAKE_BOOTSTRAP_HOST, so no KV moves (here: no request is sent at all)
+        emit("Start of pd disaggregation warmup ...")
     emit("Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, "
          "#queue-req: 0", 0)
     deadline = time.time() + warmup
