@@ -90,9 +90,9 @@ def sglang_pd_args(hosts, hostvars, default_port=30000, scheme="http"):
     prefill = [[url, str(kind["bootstrap_port"])] for url, kind in kinds.items() if kind["worker_type"] == "prefill"]
     decode = [[url] for url, kind in kinds.items() if kind["worker_type"] == "decode"]
     if not prefill or not decode:
+        workers = ", ".join(kinds) or "none"
         raise AnsibleFilterError("a gateway in PD mode needs at least one prefill and one decode server; the workers "
-                                 "(%s) hold %d prefill and %d decode" % (", ".join(kinds) or "none", len(prefill),
-                                                                        len(decode)))
+                                 "(%s) hold %d prefill and %d decode" % (workers, len(prefill), len(decode)))
     return {"pd-disaggregation": True, "prefill": prefill, "decode": decode}
 
 

@@ -468,8 +468,8 @@ class ServiceRunner(object):
                     "'%s'" % t for t in self.watch.texts.families.get("pd_bootstrap_started", []))
             if not line.rstrip().endswith(":%d" % pd["bootstrap_port"]):
                 self.fail("invocation %s started its KV bootstrap server on another port than "
-                          "--disaggregation-bootstrap-port %d: %s" % (self.result.get("invocation_id"),
-                                                                       pd["bootstrap_port"], self.mask(line)))
+                          "--disaggregation-bootstrap-port %d: %s"
+                          % (self.result.get("invocation_id"), pd["bootstrap_port"], self.mask(line)))
         pd["bootstrap_line"] = self.mask(line) if line else None
         return None
 
