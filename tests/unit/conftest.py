@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -185,6 +186,36 @@ def fake_nvidia_smi(tmp_path, query_gpu, apps, table=""):
 
 
 STANDIN = os.path.join(ROOT, "tests", "standin", "sglang_standin.py")
+
+
+NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def until(condition, bound=60):
+    """Poll condition every 50 ms until it holds (True) or ``bound`` seconds passed (False): a hang guard, never
+    a timing assertion."""
+    deadline = time.time() + bound
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def http_call(method, url, body=None, key=None, timeout=60):
+    """(status, text) of one JSON request without a proxy; (None, reason) when nothing answers."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    if key:
+        req.add_header("Authorization", "Bearer %s" % key)
+    try:
+        with NO_PROXY.open(req, timeout=timeout) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+    except (urllib.error.URLError, OSError) as exc:
+        return None, str(exc)
 
 
 def free_port():

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import LogWatch
-from conftest import STANDIN, free_port
+from conftest import STANDIN, free_port, until
 
 BOUND = 60      # hang guards only: every wait below polls a condition
 
@@ -37,15 +37,6 @@ def get(port, path="/health"):
         return exc.code
     except (urllib.error.URLError, OSError):
         return None
-
-
-def until(condition):
-    deadline = time.time() + BOUND
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def end(*procs):

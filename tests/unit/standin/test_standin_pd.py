@@ -15,26 +15,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from conftest import STANDIN, free_port
+from conftest import STANDIN, free_port, http_call, until
 
 BOUND = 60      # hang guards only: every wait below polls a condition
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 RUNNING = 'sglang:num_running_reqs{engine_type="%s",model_name="kimi",moe_ep_rank="0",pp_rank="0",tp_rank="0"}'
-
-
-def until(condition):
-    deadline = time.time() + BOUND
-    while time.time() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def releases():
@@ -71,16 +58,7 @@ class Server(object):
         return "\n".join(self.lines)
 
     def call(self, method, path, body=None, timeout=BOUND, port=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request("http://127.0.0.1:%d%s" % (port or self.port, path), data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        try:
-            with NO_PROXY.open(req, timeout=timeout) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-        except (urllib.error.URLError, OSError) as exc:
-            return None, str(exc)
+        return http_call(method, "http://127.0.0.1:%d%s" % (port or self.port, path), body, timeout=timeout)
 
     def running(self, kind):
         code, text = self.call("GET", "/metrics")

@@ -8,14 +8,10 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
-from conftest import STANDIN, free_port
-
-NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+from conftest import STANDIN, free_port, http_call
 
 
 class Server(object):
@@ -38,18 +34,7 @@ class Server(object):
         return "http://127.0.0.1:%d%s" % (self.port, path)
 
     def call(self, method, path, body=None, key=None, timeout=10):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url(path), data=data, method=method)
-        req.add_header("Content-Type", "application/json")
-        if key:
-            req.add_header("Authorization", "Bearer %s" % key)
-        try:
-            with NO_PROXY.open(req, timeout=timeout) as resp:
-                return resp.status, resp.read().decode()
-        except urllib.error.HTTPError as exc:
-            return exc.code, exc.read().decode()
-        except (urllib.error.URLError, OSError) as exc:
-            return None, str(exc)
+        return http_call(method, self.url(path), body, key=key, timeout=timeout)
 
     def metrics(self):
         code, text = self.call("GET", "/metrics")
