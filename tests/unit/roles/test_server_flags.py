@@ -21,9 +21,9 @@ PLAY = """
       ansible.builtin.include_role:
         name: gpuserve.sglang.server
         tasks_from: flags
-    - name: Keep the plan inputs
+    - name: Keep the plan inputs (or the effective flags)
       ansible.builtin.copy:
-        content: "{{ sglang_plan_inputs | to_json }}"
+        content: "{{ (_server_args if out_what | default('') == 'args' else sglang_plan_inputs) | to_json }}"
         dest: "{{ out_file }}"
         mode: "0644"
 """
@@ -95,33 +95,19 @@ def test_secret_looking_env_value_stays_out_of_the_output_at_vvv(tmp_path, monke
     assert secret not in out
 
 
-ARGS_PLAY = """
-- hosts: localhost
-  gather_facts: false
-  tasks:
-    - name: Flags only
-      ansible.builtin.include_role:
-        name: gpuserve.sglang.server
-        tasks_from: flags
-    - name: Keep the flags
-      ansible.builtin.copy:
-        content: "{{ _server_args | to_json }}"
-        dest: "{{ out_file }}"
-        mode: "0644"
-"""
 
 
 def test_a_prefill_server_gets_its_mode_and_bootstrap_port_and_a_bad_mode_is_refused(tmp_path):
     """issue 25: the role's variables become SGLang's PD flags, first after the model; argument_specs refuse a mode
     SGLang does not have before anything is computed."""
     out_file = tmp_path / "args.json"
-    rc, out = run_play(tmp_path, ARGS_PLAY, ["out_file=" + str(out_file), "sglang_disaggregation_mode=prefill",
-                                             "sglang_disaggregation_bootstrap_port=9100"])
+    rc, out = run_play(tmp_path, PLAY, ["out_file=" + str(out_file), "out_what=args", "sglang_disaggregation_mode=prefill",
+                                        "sglang_disaggregation_bootstrap_port=9100"])
     assert rc == 0, out[-3000:]
     args = json.loads(out_file.read_text())
     assert list(args)[:3] == ["model-path", "disaggregation-mode", "disaggregation-bootstrap-port"]
     assert args["disaggregation-mode"] == "prefill" and args["disaggregation-bootstrap-port"] == 9100
     out_file.unlink()
-    rc, out = run_play(tmp_path, ARGS_PLAY, ["out_file=" + str(out_file), "sglang_disaggregation_mode=both"])
+    rc, out = run_play(tmp_path, PLAY, ["out_file=" + str(out_file), "out_what=args", "sglang_disaggregation_mode=both"])
     assert rc != 0 and not out_file.exists()
     assert "sglang_disaggregation_mode" in out and "prefill" in out, out[-3000:]
