@@ -95,8 +95,6 @@ def test_secret_looking_env_value_stays_out_of_the_output_at_vvv(tmp_path, monke
     assert secret not in out
 
 
-
-
 def test_a_prefill_server_gets_its_mode_and_bootstrap_port_and_a_bad_mode_is_refused(tmp_path):
     """issue 25: the role's variables become SGLang's PD flags, first after the model; argument_specs refuse a mode
     SGLang does not have before anything is computed."""
