@@ -145,23 +145,41 @@ def sglang_argv(args):
     return words
 
 
-def sglang_pd_server_args(mode, bootstrap_port=8998):
-    """This server's PD flags: {} for mode null, {"disaggregation-mode": "decode"} for a decode server,
-    {"disaggregation-mode": "prefill", "disaggregation-bootstrap-port": PORT} for a prefill server."""
-    mode = str(mode if mode is not None else "null").strip().lower()
-    if mode == "null":
-        return {}
-    if mode not in ("prefill", "decode"):
+# A prefill server's --disaggregation-bootstrap-port when none is given: the server role's default, which is SGLang's
+# own in every release table (rule pd_bootstrap_port_default, read from the wheels; test_sglang_pd.py holds the three
+# together). The gateway's flags (filter sglang_pd_args) use it for a host that does not set the variable.
+DEFAULT_BOOTSTRAP_PORT = 8998
+PD_MODES = ("prefill", "decode")
+
+
+def pd_kind(mode, bootstrap_port=DEFAULT_BOOTSTRAP_PORT):
+    """(mode, port) of one server of a prefill/decode split: mode null/prefill/decode (lowercased), port a prefill
+    server's bootstrap port as an int, None for the others. Raises naming the variable that is wrong. The one check
+    of both the server's own flags (sglang_pd_server_args) and the gateway's view of its workers (sglang_worker_kinds)."""
+    kind = str(mode).strip().lower()
+    if kind not in PD_MODES + ("null",):
         raise AnsibleFilterError("sglang_disaggregation_mode must be null, prefill or decode, got %r" % (mode,))
-    if mode == "decode":
-        return {"disaggregation-mode": mode}
+    if kind != "prefill":
+        return kind, None
     try:
         port = int(bootstrap_port)
     except (TypeError, ValueError):
         port = 0
     if not 0 < port < 65536:
         raise AnsibleFilterError("sglang_disaggregation_bootstrap_port must be a port number, got %r" % (bootstrap_port,))
-    return {"disaggregation-mode": mode, "disaggregation-bootstrap-port": port}
+    return kind, port
+
+
+def sglang_pd_server_args(mode, bootstrap_port=DEFAULT_BOOTSTRAP_PORT):
+    """This server's PD flags: {} for mode null, {"disaggregation-mode": "decode"} for a decode server,
+    {"disaggregation-mode": "prefill", "disaggregation-bootstrap-port": PORT} for a prefill server."""
+    kind, port = pd_kind("null" if mode is None else mode, bootstrap_port)
+    if kind == "null":
+        return {}
+    args = {"disaggregation-mode": kind}
+    if port is not None:
+        args["disaggregation-bootstrap-port"] = port
+    return args
 
 
 def _number(args, flag, problems):

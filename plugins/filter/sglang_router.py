@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import DEFAULT_BOOTSTRAP_PORT, pd_kind
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import unbracket, url_host
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -43,13 +44,6 @@ def sglang_worker_urls(hosts, hostvars, default_port=30000, scheme="http"):
     return urls
 
 
-# A prefill server's --disaggregation-bootstrap-port when its host does not set sglang_disaggregation_bootstrap_port:
-# the server role's default, which is SGLang's own in every release table (rule pd_bootstrap_port_default, read
-# from the wheels; tests/unit/plugins/filter/test_sglang_pd.py holds the three together).
-DEFAULT_BOOTSTRAP_PORT = 8998
-PD_MODES = ("prefill", "decode")
-
-
 def sglang_worker_kinds(hosts, hostvars, default_port=30000, scheme="http"):
     """{worker URL (sglang_worker_urls): {"worker_type": prefill|decode|regular, "bootstrap_port": int or None}}
     per server, from its node 0's sglang_disaggregation_mode (issue 25): what a router in PD mode is told when a
@@ -58,21 +52,12 @@ def sglang_worker_kinds(hosts, hostvars, default_port=30000, scheme="http"):
     for host in [server_host(node, hostvars) for node in hosts or []]:
         url = sglang_worker_urls([host], hostvars, default_port, scheme)[0]
         hv = hostvars[host] if host in hostvars else {}
-        mode = str(hv.get("sglang_disaggregation_mode") or "null").strip().lower()
-        if mode not in PD_MODES + ("null",):
-            raise AnsibleFilterError("%s: sglang_disaggregation_mode must be null, prefill or decode, got %r"
-                                     % (host, hv.get("sglang_disaggregation_mode")))
-        port = None
-        if mode == "prefill":
-            port = hv.get("sglang_disaggregation_bootstrap_port")
-            port = DEFAULT_BOOTSTRAP_PORT if port is None or port == "" else port
-            try:
-                port = int(port)
-            except (TypeError, ValueError):
-                port = 0
-            if not 0 < port < 65536:
-                raise AnsibleFilterError("%s: sglang_disaggregation_bootstrap_port %r is not a port number"
-                                         % (host, hv.get("sglang_disaggregation_bootstrap_port")))
+        port = hv.get("sglang_disaggregation_bootstrap_port")
+        try:
+            mode, port = pd_kind(hv.get("sglang_disaggregation_mode") or "null",
+                                 DEFAULT_BOOTSTRAP_PORT if port is None or port == "" else port)
+        except AnsibleFilterError as exc:
+            raise AnsibleFilterError("%s: %s" % (host, exc.message))
         out[url] = {"worker_type": "regular" if mode == "null" else mode, "bootstrap_port": port}
     return out
 

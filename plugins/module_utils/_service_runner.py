@@ -432,16 +432,16 @@ class ServiceRunner(object):
             self.facts.get("node_rank") or 0, "-".join(str(r) for r in (self.rank_ids[0], self.rank_ids[-1]))
             if self.rank_ids else "?")
 
-    def pd_facts(self, facts):
+    def pd_facts(self, facts, rules):
         """A server of a prefill/decode pair (ExecStart's --disaggregation-mode): a prefill server (node 0 of it)
         serves the KV bootstrap server that every decode server reaches per request, on
-        --disaggregation-bootstrap-port (the release's default when not given), on the server's --host."""
+        --disaggregation-bootstrap-port (the release's default when not given), on the server's --host. rules: the
+        release's rules (read from its wheel)."""
         mode = (facts.get("disaggregation_mode") or "null").lower()
         if mode not in ("prefill", "decode"):
             return
         self.pd = {"mode": mode}
         if mode == "prefill" and not self.follower():
-            rules = release_rules(self.result.get("sglang_texts", {}).get("release"))[0]
             port = facts.get("bootstrap_port") or rules["pd_bootstrap_port_default"]
             host = urlsplit(self.health_url).hostname if self.health_url else (facts.get("host") or "127.0.0.1")
             host = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
@@ -502,8 +502,9 @@ class ServiceRunner(object):
             self.hybrid = _model_check.is_hybrid(config)
         if self.ranks is None:
             self.ranks = node_scheduler_count(facts)
+        # the release's rules (read from its wheel; the nearest older table's for a release without one)
+        rules = release_rules(self.result.get("sglang_texts", {}).get("release"))[0]
         if (facts.get("nnodes") or 1) > 1:
-            rules = release_rules(self.result.get("sglang_texts", {}).get("release"))[0]
             self.rank_ids = node_tp_ranks(facts, rules["node_tp_ranks"])
             self.result["node"] = {"nnodes": facts["nnodes"], "node_rank": facts.get("node_rank") or 0,
                                    "tp_ranks": self.rank_ids, "ranks_expected": self.expected_ranks()}
@@ -513,7 +514,7 @@ class ServiceRunner(object):
                           "ready line there and serves only a health server once every scheduler of the node is up; "
                           "set health_url (http://<host>:<port>/health of this node)"
                           % (self.unit, facts.get("node_rank") or 0, facts["nnodes"]))
-        self.pd_facts(facts)
+        self.pd_facts(facts, rules)
         if (facts.get("log_level") or "").lower() in QUIET_LOG_LEVELS:
             facts["quiet"] = True
             if not self.health_url:
