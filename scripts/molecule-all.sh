@@ -16,6 +16,12 @@ export ANSIBLE_FORCE_COLOR="${ANSIBLE_FORCE_COLOR:-0}" PY_COLORS="${PY_COLORS:-0
 # Pipelining: one `docker exec` per task instead of several (mkdir, put, run, rm). Measured here, 40 looped
 # tasks against one container: 150 s wall / 9.0 s CPU without, 61 s / 3.4 s with (docs/performance.md).
 export ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-True}"
+# The test controller's compile caches (tests/testcontroller/gpuserve_test_ctl.py): scripts/test.sh sets them for
+# the whole run; a run of this script alone gets its own.
+if [[ -z "${GPUSERVE_TEST_CTL_CACHE:-}" ]]; then
+  export GPUSERVE_TEST_CTL_CACHE="$ROOT/.cache/ctl-cache"
+  rm -rf "$GPUSERVE_TEST_CTL_CACHE"
+fi
 jobs_max="${MOLECULE_JOBS:-3}"
 [[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "molecule: MOLECULE_JOBS must be a positive integer" >&2; exit 2; }
 if [[ $# -gt 0 ]]; then

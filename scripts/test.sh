@@ -76,6 +76,11 @@ static_lane() {
 
 # Logs of this run only: scripts/test-times.py reports what it finds there.
 rm -rf .cache/test-logs .cache/molecule-logs
+# The test controller's compile caches (Jinja templates, the collection's plugin code, AnsiballZ payloads;
+# tests/testcontroller/gpuserve_test_ctl.py, keyed by everything each depends on) for every ansible-playbook,
+# molecule and pytest of this run, in a directory of this run only.
+export GPUSERVE_TEST_CTL_CACHE="$ROOT/.cache/ctl-cache"
+rm -rf "$GPUSERVE_TEST_CTL_CACHE"
 mkdir -p .cache/test-logs
 static_lane >.cache/test-logs/static.log 2>&1 &
 static_pid=$!

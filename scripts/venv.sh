@@ -24,7 +24,20 @@ link() {
   if [[ -d .venv && ! -L .venv ]]; then rm -rf .venv; fi   # a venv of the layout before, in the checkout
   ln -sfn "$VENV" .venv
 }
+# The test controller's compile caches (tests/testcontroller/gpuserve_test_ctl.py, a test fixture): a .pth line
+# loads it at every start of the venv's interpreter; it does nothing unless GPUSERVE_TEST_CTL_CACHE names a
+# directory (scripts/test.sh and scripts/molecule-all.sh set it for their run).
+test_ctl() {
+  local site
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  if ! cmp -s tests/testcontroller/gpuserve_test_ctl.py "$site/gpuserve_test_ctl.py"; then
+    cp tests/testcontroller/gpuserve_test_ctl.py "$site/gpuserve_test_ctl.py.tmp"
+    mv -f "$site/gpuserve_test_ctl.py.tmp" "$site/gpuserve_test_ctl.py"
+  fi
+  [[ -f "$site/gpuserve-test-ctl.pth" ]] || echo 'import gpuserve_test_ctl' >"$site/gpuserve-test-ctl.pth"
+}
 if [[ -x "$VENV/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+  test_ctl
   link
   echo "venv: .venv is up to date ($VENV)"
   exit 0
@@ -35,5 +48,6 @@ rm -rf "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 "$VENV/bin/python" -m pip install -q -r requirements-dev.txt
 echo "$want" > "$stamp"
+test_ctl
 link
 echo "venv: ready"
