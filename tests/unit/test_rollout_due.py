@@ -60,7 +60,7 @@ def test_roles_change_the_host_only_under_the_lease():
         main = [t for t in _yaml("roles", role, "tasks", "main.yml") if "ansible.builtin.set_fact" not in t]
         assert main[0]["name"] == "Preflight" and "block" not in main[0]
         block = main[1]
-        assert block["block"][0]["ansible.builtin.include_tasks"]["file"] == "lease.yml"
+        assert block["block"][0]["ansible.builtin.import_tasks"] == "lease.yml"
         assert [t["name"] for t in block["block"] if t["name"] in phases] == phases
         back = block["always"][0]
         assert back["ansible.builtin.include_tasks"]["file"] == "lease.yml"

@@ -27,11 +27,11 @@ def _yaml(*parts):
 
 def test_phases_and_tags():
     main = _yaml("tasks", "main.yml")
-    files = [t["ansible.builtin.include_tasks"]["file"] for t in main]
+    # static imports: a phase costs no task of its own at run time (issue 20); its tags reach every task of it
+    files = [t["ansible.builtin.import_tasks"] for t in main]
     assert files == ["preflight.yml", "install.yml", "configure.yml", "verify.yml"]
     for task, tag in zip(main[1:], ["cuda_install", "cuda_configure", "cuda_verify"]):
         assert task["tags"] == [tag]
-        assert task["ansible.builtin.include_tasks"]["apply"]["tags"] == [tag]
     # preflight sets the facts, so it runs with every phase tag
     assert set(main[0]["tags"]) == {"cuda_preflight", "cuda_install", "cuda_configure", "cuda_verify"}
     for method in ("nvidia_repo", "pip", "existing"):

@@ -97,17 +97,17 @@ def test_due_entry_point_is_documented_with_mains_options():
 
 
 def test_configure_and_due_share_one_check_pass():
-    """configure.yml and due.yml include the same check_files.yml; neither holds its own copy of the check."""
+    """configure.yml and due.yml import the same check_files.yml; neither holds its own copy of the check."""
     for name in ("configure.yml", "due.yml"):
         with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
             tasks = yaml.safe_load(handle)
-        includes = [t.get("ansible.builtin.include_tasks") for t in tasks]
+        includes = [t.get("ansible.builtin.import_tasks") for t in tasks]
         assert "check_files.yml" in includes, name
         assert not any(t.get("ansible.builtin.template") or t.get("ansible.builtin.copy") for t in tasks
                        if "block" not in t) or name == "configure.yml"
     with open(os.path.join(ROLE, "tasks", "due.yml"), encoding="utf-8") as handle:
         due = yaml.safe_load(handle)
-    assert [t.get("ansible.builtin.include_tasks") for t in due if "ansible.builtin.include_tasks" in t] == [
+    assert [t.get("ansible.builtin.import_tasks") for t in due if "ansible.builtin.import_tasks" in t] == [
         "preflight.yml", "check_files.yml", "stale.yml"]
 
 
