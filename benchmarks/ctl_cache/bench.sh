@@ -10,9 +10,9 @@ ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$ROOT"
 runs="${1:-5}"
 export PATH="$ROOT/.venv/bin:$PATH" ANSIBLE_PIPELINING=True
-# shellcheck disable=SC1091
-set -a; . "$ROOT/.cache/test-images.env"; set +a
-export SYSTEMD_IMAGE="$standin" SYSTEMD_IMAGE_DEBIAN13="$debian13"
+image() { sed -n "s/^$1=//p" "$ROOT/.cache/test-images.env"; }   # scripts/test-images.sh wrote it
+SYSTEMD_IMAGE="$(image standin)" SYSTEMD_IMAGE_DEBIAN13="$(image debian13)"
+export SYSTEMD_IMAGE SYSTEMD_IMAGE_DEBIAN13
 cache="$(mktemp -d)"
 cleanup() { molecule destroy -s server >/dev/null 2>&1 || true; rm -rf "$cache"; }
 trap cleanup EXIT
