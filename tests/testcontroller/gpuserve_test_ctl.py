@@ -139,12 +139,13 @@ def patch_collection_finder(module):
         source = self.get_source(fullname)
         if source is None:
             return None
+        cached = cache_dir() is not None
         data = source if isinstance(source, bytes) else source.encode('utf-8', 'surrogatepass')
         key = _key('pyc', TAG, filename, data)
-        code = _load_code('pyc', key) if cache_dir() else None
+        code = _load_code('pyc', key) if cached else None
         if code is None:
             code = compile(source=source, filename=filename, mode='exec', flags=0, dont_inherit=True)
-            if cache_dir():
+            if cached:
                 _write('pyc', key, marshal.dumps(code))
         self._compiled_code = code  # pylint: disable=protected-access
         return code
