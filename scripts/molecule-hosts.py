@@ -9,9 +9,19 @@ keys the scenarios use: name, image (pre-built), command, hostname, capabilities
 tmpfs, stop_signal, volumes, networks, privileged, env; any other key is refused by name, so a platform never
 silently loses a setting.
 
+How the controller reaches a host (molecule's `default` driver reads it from the instance config this writes,
+$MOLECULE_INSTANCE_CONFIG): over SSH, as an operator reaches a GPU host, where the image says its hosts answer it
+(label org.gpuserve.test-ssh, scripts/test-images.sh): root with the test key (GPUSERVE_TEST_SSH_KEY, default
+.cache/test-ssh/id_ed25519, made once), mounted as root's authorized_keys, at the host's address on its first
+network. A `docker exec` per task cost 51 ms of the machine's CPU (the docker CLI, dockerd, containerd, the shim
+and runc), a multiplexed SSH session 8 ms (docs/performance.md section 13). Other images (the plain systemd
+image) keep the docker connection. Destroy closes the scenario's SSH master connections first (their sockets in
+$MOLECULE_EPHEMERAL_DIRECTORY, named by address: a later host may get the same address).
+
   python3 scripts/molecule-hosts.py create  < platforms.json
   python3 scripts/molecule-hosts.py destroy < platforms.json
 """
+import glob
 import json
 import os
 import shlex
@@ -22,6 +32,10 @@ import time
 SUPPORTED = {"name", "image", "pre_build_image", "command", "hostname", "capabilities", "security_opts",
              "cgroupns_mode", "tmpfs", "stop_signal", "volumes", "networks", "groups", "privileged", "env"}
 LABEL = "owner=molecule"
+SSH_LABEL = "org.gpuserve.test-ssh"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SSH_OPTIONS = ["-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+               "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "-o", "ConnectTimeout=10"]
 
 
 def docker(*args, check=True):
@@ -29,6 +43,27 @@ def docker(*args, check=True):
     if check and proc.returncode != 0:
         raise SystemExit("docker %s: %s" % (" ".join(args), (proc.stderr or proc.stdout).strip()))
     return proc
+
+
+def ssh_key():
+    """The test key pair (private key path): made once, atomically, so scenarios created at once share one."""
+    key = os.environ.get("GPUSERVE_TEST_SSH_KEY") or os.path.join(ROOT, ".cache", "test-ssh", "id_ed25519")
+    if not os.path.exists(key + ".pub"):
+        directory = os.path.dirname(key)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = "%s.%d" % (key, os.getpid())
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuserve-sglang test hosts",
+                        "-f", tmp], check=True, capture_output=True)
+        os.rename(tmp, key)            # the private key first: a .pub names a complete pair
+        os.rename(tmp + ".pub", key + ".pub")
+    return key
+
+
+def ssh_port(image):
+    """The SSH port the image's hosts answer on (its label), else None: the docker connection."""
+    proc = docker("image", "inspect", "-f", '{{index .Config.Labels "%s"}}' % SSH_LABEL, image, check=False)
+    value = proc.stdout.strip() if proc.returncode == 0 else ""
+    return int(value) if value.isdigit() else None
 
 
 def run_args(platform):
@@ -51,6 +86,8 @@ def run_args(platform):
         args += ["--stop-signal", platform["stop_signal"]]
     for volume in platform.get("volumes", []):
         args += ["-v", volume]
+    if ssh_port(platform["image"]):
+        args += ["-v", "%s.pub:/root/.ssh/authorized_keys:ro" % ssh_key()]
     if platform.get("privileged"):
         args.append("--privileged")
     for key, value in (platform.get("env") or {}).items():
@@ -92,7 +129,69 @@ def create(platforms):
         platform = next(p for p in platforms if p["name"] == name)
         if "systemd" in str(platform.get("command", "")):
             wait_booted(name)
+    write_instance_config([instance(platform) for platform in platforms])
     print(json.dumps({"created": [name for name, _proc, _more in started]}))
+
+
+def address(platform):
+    """The host's address on its first network (the one `docker run --network` named, else docker's bridge)."""
+    proc = docker("inspect", "-f", "{{json .NetworkSettings.Networks}}", platform["name"])
+    networks = json.loads(proc.stdout)
+    first = (platform.get("networks") or [{"name": "bridge"}])[0]["name"]
+    found = (networks.get(first) or {}).get("IPAddress") or ""
+    if not found:
+        raise SystemExit("%s: no address on network %s: %s" % (platform["name"], first, proc.stdout.strip()))
+    return found
+
+
+def instance(platform):
+    """The instance config entry molecule's default driver turns into the host's connection variables."""
+    port = ssh_port(platform["image"])
+    if not port:
+        return {"instance": platform["name"], "address": platform["name"], "user": "root",
+                "connection": "community.docker.docker"}
+    entry = {"instance": platform["name"], "address": address(platform), "user": "root", "port": port,
+             "identity_file": ssh_key()}
+    wait_ssh(entry)
+    return entry
+
+
+def wait_ssh(entry, bound=None):
+    """One SSH command with the test key until it answers (sshd starts during the boot), bounded like the boot;
+    a host that refuses the key fails the create here, not in the first task."""
+    bound = bound or int(os.environ.get("GPUSERVE_HOST_BOOT_TIMEOUT", "300"))
+    deadline = time.monotonic() + bound
+    while True:
+        proc = subprocess.run(["ssh"] + SSH_OPTIONS + ["-i", entry["identity_file"], "-p", str(entry["port"]),
+                                                       "root@" + entry["address"], "true"],
+                              capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
+        if proc.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit("%s: no SSH answer at %s:%s within %d s: %s"
+                             % (entry["instance"], entry["address"], entry["port"], bound, proc.stderr.strip()))
+        time.sleep(0.5)
+
+
+def write_instance_config(entries):
+    path = os.environ.get("MOLECULE_INSTANCE_CONFIG")
+    if not path:
+        return
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(entries, handle, indent=1)
+    os.replace(tmp, path)
+
+
+def close_ssh_masters():
+    """The scenario's SSH master connections closed (ControlPath in .config/molecule/config.yml): a master left
+    for a removed host would carry a later host's tasks to nowhere when that host gets the same address."""
+    directory = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY")
+    if not directory:
+        return
+    for socket_path in glob.glob(os.path.join(directory, "cp-*")):
+        subprocess.run(["ssh", "-o", "ControlPath=" + socket_path, "-O", "exit", "gpuserve-test-host"],
+                       capture_output=True, check=False, stdin=subprocess.DEVNULL)
 
 
 def wait_booted(name, bound=None):
@@ -115,6 +214,7 @@ def wait_booted(name, bound=None):
 
 
 def destroy(platforms):
+    close_ssh_masters()
     procs = [subprocess.Popen(["docker", "rm", "-f", "-v", p["name"]], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for p in platforms]
     for proc in procs:
@@ -124,6 +224,7 @@ def destroy(platforms):
     left = [p["name"] for p in platforms if docker("inspect", p["name"], check=False).returncode == 0]
     if left:
         raise SystemExit("still there after docker rm -f: %s" % left)
+    write_instance_config([])
     print(json.dumps({"removed": [p["name"] for p in platforms]}))
 
 

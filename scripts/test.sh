@@ -28,9 +28,11 @@ cleanup() { if [[ $started_engine == 1 ]]; then scripts/docker-engine.sh down; f
 trap cleanup EXIT
 scripts/docker-engine.sh up || exit 1
 scripts/systemd-image.sh || exit 1
-# Debian packages some tests need: shellcheck (ansible-test's shellcheck test; skipped without it) and
-# promtool (the Prometheus rule tests), installed only when absent.
+# Debian packages some tests need: shellcheck (ansible-test's shellcheck test; skipped without it),
+# promtool (the Prometheus rule tests) and the SSH client the molecule scenarios reach their hosts with
+# (scripts/molecule-hosts.py), installed only when absent.
 need=()
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 if [[ ${#need[@]} -gt 0 ]] && command -v apt-get >/dev/null 2>&1; then

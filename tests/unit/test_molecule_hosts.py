@@ -19,23 +19,43 @@ SCRIPT = os.path.join(ROOT, "scripts", "molecule-hosts.py")
 FAKE_DOCKER = """#!/bin/sh
 echo "$*" >> "$DOCKER_CALLS"
 case "$1" in
-  inspect) exit 1 ;;            # no such container yet
+  image) echo "$FAKE_SSH_LABEL"; exit 0 ;;   # image inspect -f {{index .Config.Labels "org.gpuserve.test-ssh"}}
+  inspect) case "$3" in *Networks*) echo '{"gpuserve-net": {"IPAddress": "172.18.0.7"}}'; exit 0 ;; esac
+           exit 1 ;;            # no such container yet
   exec) echo "${FAKE_BOOT:-running}"; exit 0 ;;   # systemctl is-system-running --wait
   network) [ "$2" = inspect ] && exit 1; exit 0 ;;
 esac
 exit 0
 """
+# a fake ssh: records its arguments; answers with FAKE_SSH_RC
+FAKE_SSH = """#!/bin/sh
+echo "$*" >> "$SSH_CALLS"
+exit "${FAKE_SSH_RC:-0}"
+"""
 
 
-def _run(tmp_path, action, platforms, boot="running", bound="300"):
-    (tmp_path / "docker").write_text(FAKE_DOCKER)
-    (tmp_path / "docker").chmod(0o755)
+def _run(tmp_path, action, platforms, boot="running", bound="300", ssh_label="", ssh_rc="0", ephemeral=None):
+    for name, text in (("docker", FAKE_DOCKER), ("ssh", FAKE_SSH)):
+        (tmp_path / name).write_text(text)
+        (tmp_path / name).chmod(0o755)
     calls = tmp_path / "calls"
     env = dict(os.environ, PATH="%s:%s" % (tmp_path, os.environ["PATH"]), DOCKER_CALLS=str(calls), FAKE_BOOT=boot,
-               GPUSERVE_HOST_BOOT_TIMEOUT=bound)
+               GPUSERVE_HOST_BOOT_TIMEOUT=bound, FAKE_SSH_LABEL=ssh_label, FAKE_SSH_RC=ssh_rc,
+               SSH_CALLS=str(tmp_path / "ssh-calls"), GPUSERVE_TEST_SSH_KEY=str(tmp_path / "key" / "id_ed25519"),
+               MOLECULE_INSTANCE_CONFIG=str(tmp_path / "instance_config.yml"),
+               MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral or tmp_path))
     proc = subprocess.run([sys.executable, SCRIPT, action], input=json.dumps(platforms), env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     return proc, (calls.read_text().splitlines() if calls.exists() else [])
+
+
+def _instance_config(tmp_path):
+    return yaml.safe_load((tmp_path / "instance_config.yml").read_text())
+
+
+def _ssh_calls(tmp_path):
+    path = tmp_path / "ssh-calls"
+    return path.read_text().splitlines() if path.exists() else []
 
 
 HOST = {"name": "gpuserve-x", "image": "gpuserve-sglang/debian12-systemd:1", "pre_build_image": True,
@@ -58,7 +78,63 @@ def test_every_platform_setting_becomes_its_docker_run_flag(tmp_path):
                    "--network gpuserve-net gpuserve-sglang/debian12-systemd:1 /lib/systemd/systemd")
     assert json.loads(proc.stdout) == {"created": ["gpuserve-x"]}
     # created means booted: systemd-tmpfiles-setup empties /tmp during the boot, under a module run's payload
-    assert calls[-1] == "exec gpuserve-x timeout 300 systemctl is-system-running --wait"
+    boot = calls.index("exec gpuserve-x timeout 300 systemctl is-system-running --wait")
+    assert boot > calls.index(run) and not [c for c in calls[boot + 1:] if c.startswith("exec ")]
+
+
+def test_an_image_without_ssh_keeps_the_docker_connection(tmp_path):
+    proc, calls = _run(tmp_path, "create", [HOST])
+    assert proc.returncode == 0, proc.stderr
+    assert not [c for c in calls if "authorized_keys" in c]
+    assert _instance_config(tmp_path) == [{"instance": "gpuserve-x", "address": "gpuserve-x", "user": "root",
+                                           "connection": "community.docker.docker"}]
+    assert not _ssh_calls(tmp_path)
+
+
+def test_an_image_with_ssh_is_reached_over_ssh_with_the_test_key(tmp_path):
+    """The image's label says its hosts answer SSH: the test key (made once) is root's authorized_keys, the host's
+    address on its FIRST network goes into the instance config with the key, and one SSH command with that key
+    proved the host answers before the create ends."""
+    proc, calls = _run(tmp_path, "create", [HOST], ssh_label="22")
+    assert proc.returncode == 0, proc.stderr
+    key = str(tmp_path / "key" / "id_ed25519")
+    assert os.path.exists(key) and os.path.exists(key + ".pub")
+    run = next(c for c in calls if c.startswith("run "))
+    assert "-v %s.pub:/root/.ssh/authorized_keys:ro " % key in run
+    assert _instance_config(tmp_path) == [{"instance": "gpuserve-x", "address": "172.18.0.7", "user": "root",
+                                           "port": 22, "identity_file": key}]
+    ssh = _ssh_calls(tmp_path)
+    assert len(ssh) == 1 and ssh[0].endswith("-i %s -p 22 root@172.18.0.7 true" % key), ssh
+    assert "BatchMode=yes" in ssh[0]
+    # a second create (hosts already there) reuses the same key
+    with open(key + ".pub", encoding="utf-8") as handle:
+        first = handle.read()
+    proc, _calls = _run(tmp_path, "create", [HOST], ssh_label="22")
+    assert proc.returncode == 0, proc.stderr
+    with open(key + ".pub", encoding="utf-8") as handle:
+        assert handle.read() == first
+
+
+def test_a_host_that_never_answers_ssh_fails_the_create_by_name(tmp_path):
+    proc, _calls = _run(tmp_path, "create", [HOST], ssh_label="22", ssh_rc="255", bound="2")
+    assert proc.returncode != 0
+    assert "gpuserve-x: no SSH answer at 172.18.0.7:22 within 2 s" in proc.stderr
+    assert len(_ssh_calls(tmp_path)) >= 3   # asked again, every half second
+    assert not (tmp_path / "instance_config.yml").exists()
+
+
+def test_destroy_closes_the_scenarios_ssh_masters_first(tmp_path):
+    ephemeral = tmp_path / "molecule.x"
+    ephemeral.mkdir()
+    for name in ("cp-172.18.0.7", "cp-172.18.0.8", "state.yml"):
+        (ephemeral / name).write_text("")
+    proc, calls = _run(tmp_path, "destroy", [HOST], ephemeral=ephemeral)
+    assert proc.returncode == 0, proc.stderr
+    closed = sorted(c.split("ControlPath=")[1].split()[0] for c in _ssh_calls(tmp_path))
+    assert closed == [str(ephemeral / "cp-172.18.0.7"), str(ephemeral / "cp-172.18.0.8")]
+    assert all(" -O exit " in c for c in _ssh_calls(tmp_path))
+    assert "rm -f -v gpuserve-x" in calls
+    assert _instance_config(tmp_path) == []
 
 
 def test_a_host_that_does_not_finish_booting_fails_the_create(tmp_path):
@@ -88,6 +164,12 @@ def test_every_scenario_platform_uses_only_supported_settings_and_the_shared_pla
     config = yaml.safe_load(open(os.path.join(ROOT, ".config", "molecule", "config.yml"), encoding="utf-8"))
     assert config["provisioner"]["playbooks"]["create"] == "../_shared/create.yml"
     assert config["provisioner"]["playbooks"]["destroy"] == "../_shared/destroy.yml"
+    # molecule's default driver reads the instance config the create writes; each scenario's SSH masters have their
+    # sockets in its own molecule directory (destroy closes them there), and no compression of the payloads
+    assert config["driver"]["name"] == "default" and config["driver"]["options"]["managed"] is True
+    common = config["driver"]["options"]["ansible_connection_options"]["ansible_ssh_common_args"]
+    assert "-o ControlPath=${MOLECULE_EPHEMERAL_DIRECTORY}/cp-%h" in common
+    assert "-C" not in config["provisioner"]["config_options"]["ssh_connection"]["ssh_args"].split()
     spec = importlib.util.spec_from_file_location("molecule_hosts", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
