@@ -3,6 +3,9 @@
 #   scripts/molecule-all.sh              -> all scenarios of molecule/ORDER
 #   scripts/molecule-all.sh server cuda  -> just those
 #   MOLECULE_JOBS=1 scripts/molecule-all.sh   -> one at a time (default: 3 at once)
+#   MOLECULE_JOBS_LATER=4 MOLECULE_JOBS_LATER_WHEN=FILE -> 4 at once from the moment FILE exists (scripts/test.sh:
+#   once its static lane has ended and left the cores to this lane, whose scenarios wait on systemd, pip and the
+#   stand-in's drains, so three of them alone leave a core idle part of the time)
 # Scenarios are independent (each has its own containers, named after the scenario, and its own molecule
 # state directory), so they run concurrently; most of their time is spent waiting on systemd, pip and the
 # stand-in's simulated load times, not on the CPU. molecule/ORDER lists the longest first so that the last
@@ -24,6 +27,11 @@ if [[ -z "${GPUSERVE_TEST_CTL_CACHE:-}" ]]; then
 fi
 jobs_max="${MOLECULE_JOBS:-3}"
 [[ "$jobs_max" =~ ^[1-9][0-9]*$ ]] || { echo "molecule: MOLECULE_JOBS must be a positive integer" >&2; exit 2; }
+jobs_later="${MOLECULE_JOBS_LATER:-$jobs_max}"
+[[ "$jobs_later" =~ ^[1-9][0-9]*$ ]] || { echo "molecule: MOLECULE_JOBS_LATER must be a positive integer" >&2; exit 2; }
+jobs_now() {  # how many scenarios may run at once now
+  if [[ -n "${MOLECULE_JOBS_LATER_WHEN:-}" && -e "$MOLECULE_JOBS_LATER_WHEN" ]]; then echo "$jobs_later"; else echo "$jobs_max"; fi
+}
 if [[ $# -gt 0 ]]; then
   scenarios=("$@")
 else
@@ -69,7 +77,7 @@ report() {  # the scenario $1 has ended
     failed+=("$s")
   fi
 }
-reap() {  # wait for any running scenario to end and report it
+reap() {  # wait for any running scenario to end and report it; with `room`, also return once one more may start
   local s
   while true; do
     for s in "${!pid_of[@]}"; do
@@ -80,20 +88,21 @@ reap() {  # wait for any running scenario to end and report it
         return
       fi
     done
+    if [[ "${1:-}" == room && ${#pid_of[@]} -lt $(jobs_now) ]]; then return; fi
     sleep 1
   done
 }
 
 total_start=$SECONDS
 for s in "${scenarios[@]}"; do
-  while [[ ${#pid_of[@]} -ge $jobs_max ]]; do reap; done
+  while [[ ${#pid_of[@]} -ge $(jobs_now) ]]; do reap room; done
   rm -f "$logs/$s.result"
   echo "=== molecule test -s $s: started ($(date +%T))"
   run_one "$s" &
   pid_of[$s]=$!
 done
 while [[ ${#pid_of[@]} -gt 0 ]]; do reap; done
-echo "molecule: ${#scenarios[@]} scenarios in $((SECONDS - total_start)) s, $jobs_max at once"
+echo "molecule: ${#scenarios[@]} scenarios in $((SECONDS - total_start)) s, $jobs_max at once$( [[ $jobs_later != "$jobs_max" ]] && echo ", $jobs_later once $MOLECULE_JOBS_LATER_WHEN was there")"
 [[ ${#failed[@]} -eq 0 ]] || echo "molecule: failed scenarios: ${failed[*]}"
 echo "molecule: $(( ${#scenarios[@]} - ${#failed[@]} )) passed, ${#failed[@]} failed"
 [[ ${#failed[@]} -eq 0 ]]

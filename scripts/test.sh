@@ -73,7 +73,15 @@ static_lane() {
   # The junit report gives scripts/test-times.py the seconds of each test file.
   step unit    python -m pytest tests/unit -q -p no:cacheprovider --durations=15 \
     --junitxml=.cache/test-logs/unit.xml -o junit_family=xunit1 || rc=1
+  # the cores' counters when this lane ends: the molecule lane may start one more scenario from now on
+  cpu_stat >"$static_done"
   return $rc
+}
+cpu_stat() { echo "$SECONDS $(awk '/^cpu /{print $2+$3+$4+$7+$8, $5+$6}' /proc/stat)"; }   # s, busy and idle ticks
+busy_pct() {  # "s busy idle" "s busy idle" -> "P % of the cores busy over S s"
+  local s0 b0 i0 s1 b1 i1
+  read -r s0 b0 i0 <<<"$1"; read -r s1 b1 i1 <<<"$2"
+  echo "$(( (b1 - b0) * 100 / ((b1 - b0) + (i1 - i0) + 1) )) % of the cores busy over $((s1 - s0)) s"
 }
 
 # Logs of this run only: scripts/test-times.py reports what it finds there.
@@ -84,6 +92,11 @@ rm -rf .cache/test-logs .cache/molecule-logs
 export GPUSERVE_TEST_CTL_CACHE="$ROOT/.cache/ctl-cache"
 rm -rf "$GPUSERVE_TEST_CTL_CACHE"
 mkdir -p .cache/test-logs
+# Three scenarios at once while the static lane runs, four once it has ended (MOLECULE_JOBS_LATER; docs/development.md,
+# "The levers"): the lane's end is the file $static_done.
+static_done="$ROOT/.cache/test-logs/static.done"
+export MOLECULE_JOBS_LATER="${MOLECULE_JOBS_LATER:-4}" MOLECULE_JOBS_LATER_WHEN="$static_done"
+cpu_start="$(cpu_stat)"
 static_lane >.cache/test-logs/static.log 2>&1 &
 static_pid=$!
 rc=0
@@ -92,5 +105,9 @@ wait "$static_pid" || rc=1
 echo "##### static lane (lint, controllers, parser venv, reference, unit):"
 cat .cache/test-logs/static.log
 python3 scripts/test-times.py --top 15 || true
+cpu_end="$(cpu_stat)"
+if [[ -s "$static_done" ]]; then
+  echo "test: $(busy_pct "$cpu_start" "$(cat "$static_done")") while both lanes ran, $(busy_pct "$(cat "$static_done")" "$cpu_end") after the static lane"
+fi
 echo "test: $( [[ $rc == 0 ]] && echo green || echo RED ) after $((SECONDS - t0)) s"
 exit $rc
