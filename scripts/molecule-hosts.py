@@ -25,8 +25,10 @@ import glob
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 SUPPORTED = {"name", "image", "pre_build_image", "command", "hostname", "capabilities", "security_opts",
@@ -46,16 +48,24 @@ def docker(*args, check=True):
 
 
 def ssh_key():
-    """The test key pair (private key path): made once, atomically, so scenarios created at once share one."""
+    """The test key pair (private key path), made once. Scenarios are created at once (scripts/molecule-all.sh), so
+    the pair is made in a directory of its own and that directory renamed into place: the first creator's pair
+    stands, a later one's is dropped, and no creator ever replaces a key another one has already mounted."""
     key = os.environ.get("GPUSERVE_TEST_SSH_KEY") or os.path.join(ROOT, ".cache", "test-ssh", "id_ed25519")
-    if not os.path.exists(key + ".pub"):
-        directory = os.path.dirname(key)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        tmp = "%s.%d" % (key, os.getpid())
+    if os.path.exists(key + ".pub"):
+        return key
+    directory = os.path.dirname(key)
+    os.makedirs(os.path.dirname(directory), exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".test-ssh.", dir=os.path.dirname(directory))
+    try:
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "gpuserve-sglang test hosts",
-                        "-f", tmp], check=True, capture_output=True)
-        os.rename(tmp, key)            # the private key first: a .pub names a complete pair
-        os.rename(tmp + ".pub", key + ".pub")
+                        "-f", os.path.join(tmp, os.path.basename(key))], check=True, capture_output=True)
+        os.rename(tmp, directory)   # fails when another creator's directory is there first
+    except OSError:
+        if not os.path.exists(key + ".pub"):
+            raise SystemExit("no test key at %s and none could be made there" % key)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return key
 
 

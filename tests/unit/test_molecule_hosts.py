@@ -179,3 +179,43 @@ def test_every_scenario_platform_uses_only_supported_settings_and_the_shared_pla
             assert set(platform) <= module.SUPPORTED, (path, platform["name"])
             playbooks = (scenario.get("provisioner") or {}).get("playbooks") or {}
             assert "create" not in playbooks and "destroy" not in playbooks, path
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location("molecule_hosts", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_first_creators_key_stands_when_scenarios_make_it_at_once(tmp_path, monkeypatch):
+    """Three scenarios are created at once on a fresh checkout: each may find no key and make one. A creator that
+    finishes second must keep the pair the first one made (and already mounted into its hosts), never replace it."""
+    module = _load_script()
+    key = tmp_path / "cache" / "test-ssh" / "id_ed25519"
+    monkeypatch.setenv("GPUSERVE_TEST_SSH_KEY", str(key))
+    real_run = module.subprocess.run
+
+    def keygen_then_another_creator_wins(argv, **kwargs):
+        result = real_run(argv, **kwargs)
+        key.parent.mkdir(parents=True)
+        key.write_text("the first creator's private key")
+        (key.parent / "id_ed25519.pub").write_text("the first creator's public key")
+        return result
+
+    monkeypatch.setattr(module.subprocess, "run", keygen_then_another_creator_wins)
+    assert module.ssh_key() == str(key)
+    assert key.read_text() == "the first creator's private key"
+    assert (key.parent / "id_ed25519.pub").read_text() == "the first creator's public key"
+    assert sorted(os.listdir(key.parent.parent)) == ["test-ssh"]   # this creator's own pair dropped
+
+
+def test_a_fresh_key_is_a_complete_pair(tmp_path, monkeypatch):
+    module = _load_script()
+    key = tmp_path / "cache" / "test-ssh" / "id_ed25519"
+    monkeypatch.setenv("GPUSERVE_TEST_SSH_KEY", str(key))
+    assert module.ssh_key() == str(key)
+    pub = (key.parent / "id_ed25519.pub").read_text()
+    derived = subprocess.run(["ssh-keygen", "-y", "-f", str(key)], capture_output=True, text=True, check=True).stdout
+    assert pub.split()[:2] == derived.split()[:2]
+    assert sorted(os.listdir(key.parent.parent)) == ["test-ssh"]
