@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """Make the checkout importable as ansible_collections.gpuserve.sglang for unit tests."""
 import contextlib
+import importlib.util
 import json
 import os
 import socket
@@ -19,6 +20,17 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+
+def load_file(name, path):
+    """A Python file that is not an importable module (a script under scripts/, a file a role ships) loaded as the
+    module `name`, for the tests to call its functions."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 STANDIN_MODEL = os.path.join(ROOT, "tests", "standin", "make_standin_model.py")
 
 

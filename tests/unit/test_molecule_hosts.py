@@ -5,13 +5,14 @@ by name (a platform must never silently lose one). A fake `docker` on PATH recor
 from __future__ import annotations
 
 import glob
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 
 import yaml
+
+from conftest import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "molecule-hosts.py")
@@ -170,9 +171,7 @@ def test_every_scenario_platform_uses_only_supported_settings_and_the_shared_pla
     common = config["driver"]["options"]["ansible_connection_options"]["ansible_ssh_common_args"]
     assert "-o ControlPath=${MOLECULE_EPHEMERAL_DIRECTORY}/cp-%h" in common
     assert "-C" not in config["provisioner"]["config_options"]["ssh_connection"]["ssh_args"].split()
-    spec = importlib.util.spec_from_file_location("molecule_hosts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_file("molecule_hosts", SCRIPT)
     for path in glob.glob(os.path.join(ROOT, "molecule", "*", "molecule.yml")):
         scenario = yaml.safe_load(open(path, encoding="utf-8"))
         for platform in scenario.get("platforms") or []:
@@ -181,17 +180,10 @@ def test_every_scenario_platform_uses_only_supported_settings_and_the_shared_pla
             assert "create" not in playbooks and "destroy" not in playbooks, path
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("molecule_hosts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_first_creators_key_stands_when_scenarios_make_it_at_once(tmp_path, monkeypatch):
     """Three scenarios are created at once on a fresh checkout: each may find no key and make one. A creator that
     finishes second must keep the pair the first one made (and already mounted into its hosts), never replace it."""
-    module = _load_script()
+    module = load_file("molecule_hosts", SCRIPT)
     key = tmp_path / "cache" / "test-ssh" / "id_ed25519"
     monkeypatch.setenv("GPUSERVE_TEST_SSH_KEY", str(key))
     real_run = module.subprocess.run
@@ -211,7 +203,7 @@ def test_the_first_creators_key_stands_when_scenarios_make_it_at_once(tmp_path, 
 
 
 def test_a_fresh_key_is_a_complete_pair(tmp_path, monkeypatch):
-    module = _load_script()
+    module = load_file("molecule_hosts", SCRIPT)
     key = tmp_path / "cache" / "test-ssh" / "id_ed25519"
     monkeypatch.setenv("GPUSERVE_TEST_SSH_KEY", str(key))
     assert module.ssh_key() == str(key)

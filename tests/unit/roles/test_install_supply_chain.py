@@ -4,7 +4,6 @@
 The role's checks run on this machine (conftest.run_play, connection local); nothing is installed."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -12,7 +11,7 @@ import subprocess
 import pytest
 import yaml
 
-from conftest import ROOT, run_play, run_play_batch
+from conftest import ROOT, load_file, run_play, run_play_batch
 
 ROLE = os.path.join(ROOT, "roles", "install")
 LOCK = os.path.join(ROLE, "files", "locks", "sglang-0.5.9.txt")
@@ -262,10 +261,7 @@ def test_patches_apply_without_fuzz_and_nothing_when_one_needs_fuzz(tmp_path):
 
 
 def _gen_lock_module():
-    spec = importlib.util.spec_from_file_location("gen_sglang_lock", os.path.join(ROOT, "scripts", "gen-sglang-lock.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("gen_sglang_lock", os.path.join(ROOT, "scripts", "gen-sglang-lock.py"))
 
 
 def _report(*items):

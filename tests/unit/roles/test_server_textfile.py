@@ -3,14 +3,12 @@
 deployment record's JSON twin; the file is replaced atomically."""
 from __future__ import annotations
 
-import importlib.util
 import os
 
+from conftest import load_file
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-SPEC = importlib.util.spec_from_file_location(
-    "sglang_textfile", os.path.join(ROOT, "roles", "server", "files", "sglang_textfile.py"))
-tf = importlib.util.module_from_spec(SPEC)
-SPEC.loader.exec_module(tf)
+tf = load_file("sglang_textfile", os.path.join(ROOT, "roles", "server", "files", "sglang_textfile.py"))
 
 UNIT = "sglang-kimi.service"
 RECORD = {"invocation_id": "abc123", "hicache_expected": True, "hicache": {"ranks_seen": [0, 1]},

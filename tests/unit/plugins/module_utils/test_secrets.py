@@ -4,7 +4,6 @@ runs on the host (roles/server/files/sglang_launch.py), which must carry the sam
 
 Property-style: every combination of form (repr, dict, JSON, flag), quoting, secret field name and a value with
 awkward characters, embedded among non-secret fields; the secret never survives, the other fields do."""
-import importlib.util
 import itertools
 import json
 import os
@@ -14,6 +13,7 @@ import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
+from conftest import load_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 LAUNCHER = os.path.join(ROOT, "roles", "server", "files", "sglang_launch.py")
@@ -25,10 +25,7 @@ OTHERS = {"model_path": "/srv/models/Kimi-K2.5", "max_total_num_tokens": 159277,
 
 
 def launcher():
-    spec = importlib.util.spec_from_file_location("sglang_launch_under_test", LAUNCHER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("sglang_launch_under_test", LAUNCHER)
 
 
 def renderings(name, value):

@@ -3,7 +3,6 @@
 release with its own texts. The startup lines below are rendered from the table's templates (the texts each
 release prints, taken from its wheel), never typed anew."""
 import copy
-import importlib.util
 import json
 import os
 import re
@@ -16,6 +15,7 @@ import pytest
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 
+from conftest import load_file
 from test_service_runner import FakeHost, runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -25,10 +25,7 @@ KEY = "sk-live-0523-secret"
 
 
 def gen():
-    spec = importlib.util.spec_from_file_location("gen_sglang_texts", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file("gen_sglang_texts", SCRIPT)
 
 
 class Fill(string.Formatter):
