@@ -13,14 +13,15 @@ How the controller reaches a host (molecule's `default` driver reads it from the
 $MOLECULE_INSTANCE_CONFIG): over SSH, as an operator reaches a GPU host, where the image says its hosts answer it
 (label org.gpuserve.test-ssh, scripts/test-images.sh): root with the test key (GPUSERVE_TEST_SSH_KEY, default
 .cache/test-ssh/id_ed25519, made once), mounted as root's authorized_keys, at the host's address on its first
-network. A `docker exec` per task cost 51 ms of the machine's CPU (the docker CLI, dockerd, containerd, the shim
-and runc), a multiplexed SSH session 8 ms (docs/performance.md section 13). Other images (the plain systemd
+network. A bare command over `docker exec` cost 42 ms of the machine's CPU (the docker CLI, dockerd, containerd,
+the shim and runc), over a multiplexed SSH connection 7 ms (docs/performance.md section 13). Other images (the plain systemd
 image) keep the docker connection. Destroy closes the scenario's SSH master connections first (their sockets in
 $MOLECULE_EPHEMERAL_DIRECTORY, named by address: a later host may get the same address).
 
   python3 scripts/molecule-hosts.py create  < platforms.json
   python3 scripts/molecule-hosts.py destroy < platforms.json
 """
+import functools
 import glob
 import json
 import os
@@ -69,8 +70,10 @@ def ssh_key():
     return key
 
 
+@functools.lru_cache(maxsize=None)
 def ssh_port(image):
-    """The SSH port the image's hosts answer on (its label), else None: the docker connection."""
+    """The SSH port the image's hosts answer on (its label), else None: the docker connection. Asked of docker once
+    per image and run: `docker run`'s arguments and the instance config both need it, for every host."""
     proc = docker("image", "inspect", "-f", '{{index .Config.Labels "%s"}}' % SSH_LABEL, image, check=False)
     value = proc.stdout.strip() if proc.returncode == 0 else ""
     return int(value) if value.isdigit() else None

@@ -7,7 +7,7 @@
 #   host        the systemd image + the bytecode cache for AnsiballZ payloads (tests/testhost/gpuserve_test_pyc.py,
 #               loaded by a .pth of the system python3 only) + Debian's openssh-server, so that the scenarios reach
 #               their hosts over SSH as an operator reaches a GPU host (scripts/molecule-hosts.py; a `docker exec`
-#               per task cost 51 ms of the machine's CPU, a multiplexed SSH session 8 ms: docs/performance.md
+#               command cost 42 ms of the machine's CPU, a multiplexed SSH command 7 ms: docs/performance.md
 #               section 13): every scenario's hosts start from it
 #   standin     host + the venv where the install role would put SGLang (/opt/sglang/venv: `python3 -m venv`, as the
 #               prepare steps create it) and the stand-in model directories (tests/standin/make_standin_model.py:

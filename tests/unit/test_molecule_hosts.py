@@ -116,6 +116,14 @@ def test_an_image_with_ssh_is_reached_over_ssh_with_the_test_key(tmp_path):
         assert handle.read() == first
 
 
+def test_docker_is_asked_once_per_image_whether_its_hosts_answer_ssh(tmp_path):
+    # `docker run`'s arguments and the instance config both need it, for each host: one answer per image and run
+    proc, calls = _run(tmp_path, "create", [HOST, dict(HOST, name="gpuserve-y")], ssh_label="22")
+    assert proc.returncode == 0, proc.stderr
+    assert len([c for c in calls if c.startswith("image inspect ")]) == 1
+    assert len([c for c in calls if c.startswith("run ")]) == 2 and len(_ssh_calls(tmp_path)) == 2
+
+
 def test_a_host_that_never_answers_ssh_fails_the_create_by_name(tmp_path):
     proc, _calls = _run(tmp_path, "create", [HOST], ssh_label="22", ssh_rc="255", bound="2")
     assert proc.returncode != 0
