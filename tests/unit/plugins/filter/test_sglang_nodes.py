@@ -184,8 +184,8 @@ def test_the_preflight_compares_the_nodes_before_anything_changes():
     assert "sglang_node_mismatches(hostvars, inventory_hostname)" in refuse["vars"]["_server_node_differences"]
     assert inner.index(setter["name"]) < inner.index(refuse["name"])
     # after the model preflight read the model, and in the preflight: before the lease and anything that writes
-    assert names.index("Refuse a model the installed SGLang would not load (config.json, architecture, shards, "
-                       "quantization, GPUs)") < names.index(include["name"])
+    assert names.index("Refuse what SGLang, systemd or the host would refuse (nothing was changed)") < names.index(
+        include["name"])
 
 
 def test_probe_targets_node0s_dist_port_and_the_five_after_it_from_every_other_node():
