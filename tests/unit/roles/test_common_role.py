@@ -11,7 +11,7 @@ import sys
 
 import yaml
 
-from conftest import COLLECTIONS, MODULE_PYTHON, ROOT
+from conftest import COLLECTIONS, MODULE_PYTHON, ROOT, run_play_batch
 
 ROLES = os.path.join(ROOT, "roles")
 
@@ -55,7 +55,7 @@ def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
         text = handle.read()
     # one module run (sglang_host_facts; the order given > install record > venv is tested in test_host_facts.py)
     assert "gpuserve.sglang.sglang_host_facts:" in text
-    assert 'python: "{{ _common_python_given }}"' in text
+    assert 'python: "{{ _common_python_given if ansible_parent_role_names' in text
     assert "install_record: \"{{ _common_install_record if _common_python_given | length == 0 else '' }}\"" in text
     assert '_common_python: "{{ _common_host.python }}"' in text
     for role, given, fact in (("server", "sglang_python", "_server_python"),
@@ -179,3 +179,40 @@ def test_refuses_to_run_on_its_own(tmp_path):
     proc = _play(tmp_path, DIRECT)
     assert proc.returncode != 0
     assert "gpuserve.sglang._common is internal to the collection" in proc.stdout
+
+
+# Each tasks_from entry refuses a call from outside the collection's roles in its first module task's arguments (a
+# guard task of its own was one more result in every role run, issue 20): refused by name, before the module runs.
+BYPASS = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: An entry of _common called from a play, not from one of the collection's roles
+      ansible.builtin.include_role:
+        name: gpuserve.sglang._common
+        tasks_from: "{{ entry }}"
+      vars:
+        _common_lease_unit: x.service
+        _common_lease_state: acquired
+        _common_lease_ttl: 60
+        _common_lease_wait: 0
+        _common_lease_break: false
+        _common_python_given: ""
+        _common_install_record: ""
+        _common_venv_python: /usr/bin/python3
+"""
+
+
+def test_each_entry_refuses_a_call_from_outside_the_roles_before_its_module_runs(tmp_path):
+    base = {"_common_lease_dir": str(tmp_path / "leases"), "_common_venv": str(tmp_path / "venv")}
+    results = run_play_batch(tmp_path, BYPASS, {entry: dict(base, entry=entry)
+                                                 for entry in ("lease.yml", "interpreter.yml", "venv.yml")})
+    wanted = {"lease.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or gpuserve.sglang.router.",
+              "interpreter.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or "
+                                 "gpuserve.sglang.nccl_tuning.",
+              "venv.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.install or gpuserve.sglang.cuda."}
+    for entry, text in wanted.items():
+        rc, out = results[entry]
+        assert rc == 1 and text in out, (entry, out[-3000:])
+    # nothing reached the host: no lease taken, no venv made
+    assert not (tmp_path / "leases").exists() and not (tmp_path / "venv").exists()
