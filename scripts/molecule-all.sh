@@ -53,23 +53,33 @@ image_for() {  # scenario -> image
   echo "${image_of[${kind:-host}]:-${image_of[host]}}"
 }
 
-run_one() {
-  local s="$1" start=$SECONDS rc
+run_one() {  # runs in its own subshell (started with &)
+  local s="$1" start=$SECONDS rc ctl hosts=0
+  rm -f "$logs/$s.hostcpu" "$logs/$s.times"
   # Each line stamped with the time it arrived: scripts/test-times.py reads the step times from it.
   SYSTEMD_IMAGE="$(image_for "$s")" SYSTEMD_IMAGE_DEBIAN13="${image_of[debian13]}" \
+    GPUSERVE_HOST_CPU_FILE="$logs/$s.hostcpu" \
     molecule test -s "$s" 2>&1 | python3 "$ROOT/scripts/stamp-lines.py" >"$logs/$s.log"
   rc=${PIPESTATUS[0]}
-  echo "$rc $((SECONDS - start))" >"$logs/$s.result"
+  # The scenario's CPU seconds (the suite is CPU-bound: docs/development.md, budget per scenario). The controller
+  # side: molecule and every process it waited for, from this subshell's `times` (its second line: the children;
+  # written to a file, as `times` in a command substitution would report that substitution's own subshell). The
+  # hosts: their containers' cgroups, which scripts/molecule-hosts.py reads before it removes them.
+  times >"$logs/$s.times"
+  ctl="$(awk 'NR == 2 { split($1, u, "m"); split($2, k, "m"); printf "%.1f", u[1] * 60 + u[2] + k[1] * 60 + k[2] }' \
+         "$logs/$s.times")"
+  [[ -f "$logs/$s.hostcpu" ]] && hosts="$(awk '{ t += $1 } END { printf "%.1f", t }' "$logs/$s.hostcpu")"
+  echo "$rc $((SECONDS - start)) ${ctl:-0} $hosts" >"$logs/$s.result"
   return "$rc"
 }
 
 declare -A pid_of=()
 failed=()
 report() {  # the scenario $1 has ended
-  local s="$1" rc secs
-  read -r rc secs <"$logs/$s.result" 2>/dev/null || { rc=1; secs='?'; }
+  local s="$1" rc secs ctl hosts
+  read -r rc secs ctl hosts <"$logs/$s.result" 2>/dev/null || { rc=1; secs='?'; }
   if [[ "$rc" == 0 ]]; then
-    echo "=== scenario $s: passed in $secs s ($(date +%T))"
+    echo "=== scenario $s: passed in $secs s ($(date +%T); CPU: controller ${ctl:-?} s, hosts ${hosts:-?} s)"
   else
     echo "=== scenario $s: FAILED after $secs s ($(date +%T)); its log ($logs/$s.log):"
     sed 's/^/    | /' "$logs/$s.log"

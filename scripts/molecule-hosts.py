@@ -226,8 +226,50 @@ def wait_booted(name, bound=None):
         time.sleep(0.5)
 
 
+# Where a container's CPU time is counted, per cgroup layout (v1 or v2, docker's cgroupfs or systemd driver): the
+# file and how to read seconds from it.
+CGROUP_CPU = (
+    ("/sys/fs/cgroup/cpuacct/docker/{id}/cpuacct.usage", "ns"),
+    ("/sys/fs/cgroup/cpuacct/system.slice/docker-{id}.scope/cpuacct.usage", "ns"),
+    ("/sys/fs/cgroup/docker/{id}/cpu.stat", "usage_usec"),
+    ("/sys/fs/cgroup/system.slice/docker-{id}.scope/cpu.stat", "usage_usec"),
+)
+
+
+def cgroup_cpu_seconds(container_id, layouts=CGROUP_CPU):
+    """CPU seconds the container used so far (everything in it: systemd, journald, sshd, the module runs, the
+    stand-ins, the gateways), from its cgroup; None where no layout of CGROUP_CPU has it."""
+    for pattern, unit in layouts:
+        try:
+            with open(pattern.format(id=container_id), encoding="ascii") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        if unit == "ns":
+            return int(text.split()[0]) / 1e9
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value) / 1e6
+    return None
+
+
+def record_cpu(platforms):
+    """Before the hosts go: the CPU seconds they used, added as one line to $GPUSERVE_HOST_CPU_FILE when it is set
+    (scripts/molecule-all.sh: the scenario's CPU line; destroy runs before create too, and adds 0 then)."""
+    path = os.environ.get("GPUSERVE_HOST_CPU_FILE")
+    if not path:
+        return
+    names = [p["name"] for p in platforms]
+    ids = docker("inspect", "-f", "{{.Id}}", *names, check=False).stdout.split() if names else []
+    seconds = sum(cgroup_cpu_seconds(cid) or 0.0 for cid in ids)
+    with open(path, "a", encoding="ascii") as handle:
+        handle.write("%.1f\n" % seconds)
+
+
 def destroy(platforms):
     close_ssh_masters()
+    record_cpu(platforms)
     procs = [subprocess.Popen(["docker", "rm", "-f", "-v", p["name"]], stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL) for p in platforms]
     for proc in procs:

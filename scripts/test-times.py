@@ -4,7 +4,9 @@
 - .cache/molecule-logs/<scenario>.log (each line stamped by scripts/stamp-lines.py): seconds per molecule step
   (create, prepare, converge, idempotence, side_effect, verify, destroy; a step run twice is summed);
 - .cache/test-logs/unit.xml (pytest's junit report): seconds per unit-test file;
-- .cache/test-logs/static.log (scripts/test.sh's "##### step: ok (N s)" lines): the static lane's steps.
+- .cache/test-logs/static.log (scripts/test.sh's "##### step: ok (N s)" lines): the static lane's steps;
+- .cache/molecule-logs/<scenario>.result (scripts/molecule-all.sh: "rc seconds controller-CPU hosts-CPU"): the CPU
+  seconds of each scenario, on the controller (molecule and everything it ran) and in its hosts' containers.
 
   scripts/test-times.py              # the slowest steps (make test prints this at its end)
   scripts/test-times.py --markdown   # the tables of docs/development.md
@@ -75,6 +77,17 @@ def static_steps(path):
 
 
 RESULTS = {}   # scenario -> {step: task results}, filled by collect()
+CPU = {}       # scenario -> (controller CPU s, hosts CPU s), filled by collect()
+
+
+def scenario_cpu(path):
+    """(controller, hosts) CPU seconds from a .result file, or None (a run before these were recorded)."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            fields = handle.read().split()
+        return float(fields[2]), float(fields[3])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def collect(root):
@@ -88,6 +101,9 @@ def collect(root):
                 if steps:
                     scenarios[name[:-4]] = steps
                     RESULTS[name[:-4]] = results
+                cpu = scenario_cpu(os.path.join(logs, name[:-4] + ".result"))
+                if cpu:
+                    CPU[name[:-4]] = cpu
     unit_xml = os.path.join(root, ".cache", "test-logs", "unit.xml")
     unit = unit_files(unit_xml) if os.path.isfile(unit_xml) else (collections.Counter(), collections.Counter())
     static_log = os.path.join(root, ".cache", "test-logs", "static.log")
@@ -107,6 +123,12 @@ def markdown(scenarios, unit, static):
         for name in sorted(RESULTS, key=lambda n: -sum(RESULTS[n].values())):
             cells = [str(RESULTS[name].get(step, "-")) for step in steps]
             out.append("| `%s` | %s | %d |" % (name, " | ".join(cells), sum(RESULTS[name].values())))
+    if CPU:
+        out += ["", "| scenario | CPU s: controller | hosts | all |", "| --- | ---: | ---: | ---: |"]
+        for name, (ctl, hosts) in sorted(CPU.items(), key=lambda item: -sum(item[1])):
+            out.append("| `%s` | %.0f | %.0f | %.0f |" % (name, ctl, hosts, ctl + hosts))
+        out.append("| all | %.0f | %.0f | %.0f |" % (sum(c for c, _ in CPU.values()), sum(h for _, h in CPU.values()),
+                                                     sum(c + h for c, h in CPU.values())))
     per_file, counts = unit
     if per_file:
         out += ["", "| unit-test file | tests | seconds |", "| --- | ---: | ---: |"]
@@ -130,6 +152,10 @@ def slowest(scenarios, unit, static, count):
     lines += ["  %7.0f  %s" % row for row in rows[:count]]
     totals = sorted(((sum(s.values()), n) for n, s in scenarios.items()), reverse=True)
     lines.append("scenarios: " + ", ".join("%s %.0f s" % (n, t) for t, n in totals))
+    if CPU:
+        cpu = sorted(((c + h, c, h, n) for n, (c, h) in CPU.items()), reverse=True)
+        lines.append("scenarios' CPU (controller + hosts): " + ", ".join("%s %.0f s (%.0f + %.0f)" % (n, a, c, h)
+                                                                        for a, c, h, n in cpu))
     return "\n".join(lines)
 
 

@@ -17,6 +17,10 @@ FAKE_MOLECULE = """#!/bin/sh
 name="$3"
 echo "start $name" >> "$EVENTS"
 if [ "$name" = first ]; then sleep 0.5; touch "$MOLECULE_JOBS_LATER_WHEN"; echo "later" >> "$EVENTS"; fi
+if [ "$name" = cpu ]; then   # burns CPU in a child, and reports its hosts' CPU as scripts/molecule-hosts.py does
+  sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i + 1)); done'
+  printf '0.0\\n1.5\\n' >> "$GPUSERVE_HOST_CPU_FILE"
+fi
 eval "hold=\\${HOLD_$name:-1}"
 sleep "$hold"
 echo "end $name" >> "$EVENTS"
@@ -84,3 +88,17 @@ def test_without_the_file_the_first_number_holds(tmp_path):
                           capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert _most_at_once(events.read_text().splitlines()) == 2
+
+
+def test_each_scenarios_cpu_is_recorded_controller_and_hosts(tmp_path):
+    _layout(tmp_path, ["cpu"])
+    env = dict(os.environ, EVENTS=str(tmp_path / "events"), MOLECULE_JOBS="1", HOLD_cpu="0",
+               GPUSERVE_TEST_CTL_CACHE="x")
+    proc = subprocess.run(["bash", str(tmp_path / "scripts" / "molecule-all.sh")], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rc, secs, controller, hosts = (tmp_path / ".cache" / "molecule-logs" / "cpu.result").read_text().split()
+    assert rc == "0" and int(secs) >= 0
+    assert float(controller) >= 0.1     # the child's busy loop, counted through molecule's process
+    assert float(hosts) == 1.5          # the lines molecule-hosts.py added, summed
+    assert "CPU: controller %s s, hosts 1.5 s" % controller in proc.stdout

@@ -35,7 +35,8 @@ exit "${FAKE_SSH_RC:-0}"
 """
 
 
-def _run(tmp_path, action, platforms, boot="running", bound="300", ssh_label="", ssh_rc="0", ephemeral=None):
+def _run(tmp_path, action, platforms, boot="running", bound="300", ssh_label="", ssh_rc="0", ephemeral=None,
+         extra_env=None):
     for name, text in (("docker", FAKE_DOCKER), ("ssh", FAKE_SSH)):
         (tmp_path / name).write_text(text)
         (tmp_path / name).chmod(0o755)
@@ -44,7 +45,7 @@ def _run(tmp_path, action, platforms, boot="running", bound="300", ssh_label="",
                GPUSERVE_HOST_BOOT_TIMEOUT=bound, FAKE_SSH_LABEL=ssh_label, FAKE_SSH_RC=ssh_rc,
                SSH_CALLS=str(tmp_path / "ssh-calls"), GPUSERVE_TEST_SSH_KEY=str(tmp_path / "key" / "id_ed25519"),
                MOLECULE_INSTANCE_CONFIG=str(tmp_path / "instance_config.yml"),
-               MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral or tmp_path))
+               MOLECULE_EPHEMERAL_DIRECTORY=str(ephemeral or tmp_path), **(extra_env or {}))
     proc = subprocess.run([sys.executable, SCRIPT, action], input=json.dumps(platforms), env=env,
                           capture_output=True, text=True, timeout=60, check=False)
     return proc, (calls.read_text().splitlines() if calls.exists() else [])
@@ -167,6 +168,35 @@ def test_destroy_removes_every_host_and_the_networks(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "rm -f -v gpuserve-x" in calls and "rm -f -v gpuserve-y" in calls
     assert "network rm gpuserve-net" in calls
+
+
+def test_a_containers_cpu_is_read_from_its_cgroup_in_either_layout(tmp_path):
+    hosts = load_file("molecule_hosts_cgroup", SCRIPT)
+    (tmp_path / "v1-abc").write_text("2500000000\n")                               # cpuacct.usage: nanoseconds
+    (tmp_path / "v2-def").write_text("usage_usec 1500000\nuser_usec 1000000\n")   # cpu.stat
+    layouts = ((str(tmp_path / "v1-{id}"), "ns"), (str(tmp_path / "v2-{id}"), "usage_usec"))
+    assert hosts.cgroup_cpu_seconds("abc", layouts) == 2.5
+    assert hosts.cgroup_cpu_seconds("def", layouts) == 1.5
+    assert hosts.cgroup_cpu_seconds("gone", layouts) is None
+
+
+def test_destroy_records_the_hosts_cpu_before_it_removes_them(tmp_path, monkeypatch):
+    hosts = load_file("molecule_hosts_cpu", SCRIPT)
+    asked = []
+    monkeypatch.setattr(hosts, "docker", lambda *args, check=True: asked.append(args) or subprocess.CompletedProcess(
+        args, 0, "id1\nid2\n", ""))
+    monkeypatch.setattr(hosts, "cgroup_cpu_seconds", {"id1": 2.5, "id2": None}.get)
+    out = tmp_path / "hosts.cpu"
+    monkeypatch.setenv("GPUSERVE_HOST_CPU_FILE", str(out))
+    hosts.record_cpu([{"name": "a"}, {"name": "b"}])
+    hosts.record_cpu([])   # destroy before create: nothing there, a 0 line
+    assert out.read_text() == "2.5\n0.0\n"
+    assert asked == [("inspect", "-f", "{{.Id}}", "a", "b")]
+    # in destroy: read while the hosts are there, before `docker rm`
+    proc, calls = _run(tmp_path, "destroy", [HOST], extra_env={"GPUSERVE_HOST_CPU_FILE": str(tmp_path / "d.cpu")})
+    assert proc.returncode == 0, proc.stderr
+    assert calls.index("inspect -f {{.Id}} gpuserve-x") < calls.index("rm -f -v gpuserve-x")
+    assert (tmp_path / "d.cpu").read_text() == "0.0\n"   # the fake docker knows no container
 
 
 def test_every_scenario_platform_uses_only_supported_settings_and_the_shared_playbooks():
