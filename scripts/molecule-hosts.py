@@ -248,7 +248,7 @@ def cgroup_cpu_seconds(container_id, layouts=CGROUP_CPU):
         if unit == "ns":
             return int(text.split()[0]) / 1e9
         for line in text.splitlines():
-            key, _, value = line.partition(" ")
+            key, value = (line.split(" ", 1) + [""])[:2]
             if key == "usage_usec":
                 return int(value) / 1e6
     return None

@@ -127,8 +127,9 @@ def markdown(scenarios, unit, static):
         out += ["", "| scenario | CPU s: controller | hosts | all |", "| --- | ---: | ---: | ---: |"]
         for name, (ctl, hosts) in sorted(CPU.items(), key=lambda item: -sum(item[1])):
             out.append("| `%s` | %.0f | %.0f | %.0f |" % (name, ctl, hosts, ctl + hosts))
-        out.append("| all | %.0f | %.0f | %.0f |" % (sum(c for c, _ in CPU.values()), sum(h for _, h in CPU.values()),
-                                                     sum(c + h for c, h in CPU.values())))
+        controller = sum(pair[0] for pair in CPU.values())
+        hosts = sum(pair[1] for pair in CPU.values())
+        out.append("| all | %.0f | %.0f | %.0f |" % (controller, hosts, controller + hosts))
     per_file, counts = unit
     if per_file:
         out += ["", "| unit-test file | tests | seconds |", "| --- | ---: | ---: |"]
@@ -154,8 +155,8 @@ def slowest(scenarios, unit, static, count):
     lines.append("scenarios: " + ", ".join("%s %.0f s" % (n, t) for t, n in totals))
     if CPU:
         cpu = sorted(((c + h, c, h, n) for n, (c, h) in CPU.items()), reverse=True)
-        lines.append("scenarios' CPU (controller + hosts): " + ", ".join("%s %.0f s (%.0f + %.0f)" % (n, a, c, h)
-                                                                        for a, c, h, n in cpu))
+        lines.append("scenarios' CPU (controller + hosts): "
+                     + ", ".join("%s %.0f s (%.0f + %.0f)" % (n, a, c, h) for a, c, h, n in cpu))
     return "\n".join(lines)
 
 

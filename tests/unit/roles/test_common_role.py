@@ -205,8 +205,8 @@ BYPASS = """
 
 def test_each_entry_refuses_a_call_from_outside_the_roles_before_its_module_runs(tmp_path):
     base = {"_common_lease_dir": str(tmp_path / "leases"), "_common_venv": str(tmp_path / "venv")}
-    results = run_play_batch(tmp_path, BYPASS, {entry: dict(base, entry=entry)
-                                                 for entry in ("lease.yml", "interpreter.yml", "venv.yml")})
+    entries = ("lease.yml", "interpreter.yml", "venv.yml")
+    results = run_play_batch(tmp_path, BYPASS, {entry: dict(base, entry=entry) for entry in entries})
     wanted = {"lease.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or gpuserve.sglang.router.",
               "interpreter.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or "
                                  "gpuserve.sglang.nccl_tuning.",
