@@ -248,9 +248,8 @@ def cgroup_cpu_seconds(container_id, layouts=CGROUP_CPU):
         if unit == "ns":
             return int(text.split()[0]) / 1e9
         for line in text.splitlines():
-            key, value = (line.split(" ", 1) + [""])[:2]
-            if key == "usage_usec":
-                return int(value) / 1e6
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
     return None
 
 
