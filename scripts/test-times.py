@@ -10,6 +10,8 @@
 
   scripts/test-times.py              # the slowest steps (make test prints this at its end)
   scripts/test-times.py --markdown   # the tables of docs/development.md
+  scripts/test-times.py --failures   # what failed, a line each (make test prints it last when it is red: CI keeps
+                                     # only the tail of a run's output)
 """
 import argparse
 import collections
@@ -24,6 +26,11 @@ STEPS = ("destroy", "create", "prepare", "converge", "idempotence", "side_effect
 STEP_RE = re.compile(r"^(\d+(?:\.\d+)?) \| .*\[([\w.-]+) > (\w+)\] Executing")
 STAMP_RE = re.compile(r"^(\d+(?:\.\d+)?) \| ")
 STATIC_RE = re.compile(r"^##### ([\w-]+): (ok|FAILED) \((\d+) s\)")
+# scripts/controller-matrix.sh: "##### controller 2.17.14: sanity FAILED", "... plugin unit tests FAILED", "(no venv)"
+CONTROLLER_FAILED_RE = re.compile(r"^##### controller ([\w.]+): (.*FAILED.*)$")
+# ansible-test sanity: "ERROR: Found 2 pylint issue(s) which need to be resolved:" and the issues below it
+SANITY_ERROR_RE = re.compile(r"^ERROR: (?!Command \")(.+)$")
+FATAL_RE = re.compile(r"^\d+(?:\.\d+)? \| ((?:fatal|failed): \[.*)$")
 # a task result of a host ("ok: [host]", "changed: [host] => (item=...)", "fatal: [host]: FAILED!"): about one
 # module run each, or one controller-side action (set_fact, assert, debug)
 RESULT_RE = re.compile(r"^\d+(?:\.\d+)? \| (ok|changed|fatal|failed): \[")
@@ -160,12 +167,90 @@ def slowest(scenarios, unit, static, count):
     return "\n".join(lines)
 
 
+def _short(text, width=200):
+    text = " ".join(str(text).split())
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def failures(root, most=8):
+    """What failed in the run whose logs are under ``root``, a line each, at most ``most`` per part: the static
+    lane's steps (and a controller's sanity or plugin tests, with ansible-test's first errors), the unit tests
+    (from the junit report, with the first line of their message) and the molecule scenarios (rc of .result, the
+    step they were in and their first fatal task result). An empty list when nothing failed there."""
+    lines = []
+    static_log = os.path.join(root, ".cache", "test-logs", "static.log")
+    if os.path.isfile(static_log):
+        errors = []   # ansible-test's errors in the current controller's part of the log
+        with open(static_log, encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                line = line.rstrip("\n")
+                if line.startswith("##### controller ansible-core "):
+                    errors = []
+                match = SANITY_ERROR_RE.match(line)
+                if match and len(errors) < most:
+                    errors.append("    sanity: " + _short(match.group(1)))
+                match = CONTROLLER_FAILED_RE.match(line)
+                if match:
+                    lines.append("controller %s: %s" % (match.group(1), match.group(2)))
+                    lines += errors if "sanity" in match.group(2) else []
+                match = STATIC_RE.match(line.strip())
+                if match and match.group(2) == "FAILED":
+                    lines.append("static step %s failed after %s s" % (match.group(1), match.group(3)))
+    unit_xml = os.path.join(root, ".cache", "test-logs", "unit.xml")
+    if os.path.isfile(unit_xml):
+        try:
+            cases = list(ET.parse(unit_xml).getroot().iter("testcase"))
+        except ET.ParseError as exc:
+            cases = []
+            lines.append("unit: the junit report could not be read (%s)" % exc)
+        bad = []
+        for case in cases:
+            for kind in ("failure", "error"):
+                node = case.find(kind)
+                if node is not None:
+                    where = (case.get("file") or case.get("classname", "?")) + "::" + case.get("name", "?")
+                    bad.append("  %s %s: %s" % (kind, where, _short(node.get("message") or node.text or "")))
+        if bad:
+            lines.append("unit: %d test(s) failed" % len(bad))
+            lines += bad[:most] + (["  ... and %d more" % (len(bad) - most)] if len(bad) > most else [])
+    logs = os.path.join(root, ".cache", "molecule-logs")
+    if os.path.isdir(logs):
+        for name in sorted(os.listdir(logs)):
+            if not name.endswith(".log"):
+                continue
+            scenario = name[:-4]
+            try:
+                with open(os.path.join(logs, scenario + ".result"), encoding="ascii") as handle:
+                    rc = handle.read().split()[0]
+            except (OSError, IndexError):
+                rc = "none (it did not end)"
+            if rc == "0":
+                continue
+            step, fatal = "?", None
+            with open(os.path.join(logs, name), encoding="utf-8", errors="replace") as handle:
+                for line in handle:
+                    match = STEP_RE.match(line)
+                    if match and fatal is None:
+                        step = match.group(3)
+                    match = FATAL_RE.match(line)
+                    if match and fatal is None:
+                        fatal = _short(match.group(1))
+            lines.append("molecule %s: rc %s, in %s; %s" % (scenario, rc, step, fatal or "no fatal task result"))
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--markdown", action="store_true", help="the tables for docs/development.md")
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest steps (default 15)")
+    parser.add_argument("--failures", action="store_true", help="what failed, a line each")
     parser.add_argument("--root", default=ROOT, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.failures:
+        found = failures(args.root)
+        print("\n".join(["what failed (scripts/test-times.py --failures; the logs: .cache/test-logs, "
+                          ".cache/molecule-logs):"] + found) if found else "test-times: no failure in the logs")
+        return 0
     data = collect(args.root)
     if not any(data[0]) and not data[1][0] and not data[2]:
         print("test-times: no logs under %s/.cache yet" % args.root)

@@ -109,5 +109,7 @@ cpu_end="$(cpu_stat)"
 if [[ -s "$static_done" ]]; then
   echo "test: $(busy_pct "$cpu_start" "$(cat "$static_done")") while both lanes ran, $(busy_pct "$(cat "$static_done")" "$cpu_end") after the static lane"
 fi
+# A red run names what failed in its last lines (CI keeps only the tail of the output).
+[[ $rc == 0 ]] || python3 scripts/test-times.py --failures || true
 echo "test: $( [[ $rc == 0 ]] && echo green || echo RED ) after $((SECONDS - t0)) s"
 exit $rc

@@ -37,3 +37,48 @@ def test_results_without_cpu_give_no_cpu_line(tmp_path):
     _logs(tmp_path, {"old": "0 99"})
     text = times.slowest(*times.collect(str(tmp_path)), count=3)
     assert "scenarios: old" in text and "CPU" not in text
+
+
+def test_a_red_run_names_each_failure_a_line_each(tmp_path):
+    """make test prints this last when it is red: CI keeps only the tail of a run (stop 36 was red in CI and its
+    tail named nothing that failed)."""
+    times = load_file("test_times_failures", os.path.join(ROOT, "scripts", "test-times.py"))
+    _logs(tmp_path, {"good": "0 90 1.0 1.0", "bad": "2 95 1.0 1.0", "killed": ""})
+    bad_log = tmp_path / ".cache" / "molecule-logs" / "bad.log"
+    bad_log.write_text(bad_log.read_text().replace(
+        "160.0 | INFO     [bad > verify] Executing\n",
+        "160.0 | INFO     [bad > verify] Executing\n170.0 | fatal: [host1]: FAILED! => {\"msg\": \"no HiCache\"}\n"
+        "171.0 | failed: [host2] => (item=x)\n"))
+    (tmp_path / ".cache" / "molecule-logs" / "killed.result").unlink()
+    test_logs = tmp_path / ".cache" / "test-logs"
+    test_logs.mkdir()
+    (test_logs / "static.log").write_text(
+        "##### lint: ok (100 s)\n##### controller ansible-core 2.17.14 on Python 3.11 (/v)\n"
+        "ERROR: Found 1 pylint issue(s) which need to be resolved:\n"
+        "ERROR: plugins/modules/x.py:1:1: unused-import: Unused import os\n"
+        "##### controller 2.17.14: sanity FAILED\n##### controllers: FAILED (200 s)\n##### unit: FAILED (300 s)\n")
+    (test_logs / "unit.xml").write_text(
+        '<testsuites><testsuite><testcase classname="tests.unit.test_a" name="test_ok" file="tests/unit/test_a.py"/>'
+        '<testcase classname="tests.unit.test_a" name="test_bad" file="tests/unit/test_a.py">'
+        '<failure message="AssertionError: assert 1 == 2&#10;second line">trace</failure></testcase>'
+        '<testcase classname="tests.unit.test_b" name="test_err" file="tests/unit/test_b.py">'
+        '<error message="fixture x not found">trace</error></testcase></testsuite></testsuites>')
+    lines = times.failures(str(tmp_path))
+    assert lines == [
+        "controller 2.17.14: sanity FAILED",
+        "    sanity: Found 1 pylint issue(s) which need to be resolved:",
+        "    sanity: plugins/modules/x.py:1:1: unused-import: Unused import os",
+        "static step controllers failed after 200 s",
+        "static step unit failed after 300 s",
+        "unit: 2 test(s) failed",
+        "  failure tests/unit/test_a.py::test_bad: AssertionError: assert 1 == 2 second line",
+        "  error tests/unit/test_b.py::test_err: fixture x not found",
+        "molecule bad: rc 2, in verify; fatal: [host1]: FAILED! => {\"msg\": \"no HiCache\"}",
+        "molecule killed: rc none (it did not end), in destroy; no fatal task result",
+    ]
+
+
+def test_a_green_runs_logs_name_no_failure(tmp_path):
+    times = load_file("test_times_green", os.path.join(ROOT, "scripts", "test-times.py"))
+    _logs(tmp_path, {"good": "0 90 1.0 1.0"})
+    assert times.failures(str(tmp_path)) == []
