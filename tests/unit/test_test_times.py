@@ -50,6 +50,7 @@ def test_a_red_run_names_each_failure_a_line_each(tmp_path):
         "160.0 | INFO     [bad > verify] Executing\n170.0 | fatal: [host1]: FAILED! => {\"msg\": \"no HiCache\"}\n"
         "171.0 | failed: [host2] => (item=x)\n"))
     (tmp_path / ".cache" / "molecule-logs" / "killed.result").unlink()
+    (tmp_path / ".cache" / "molecule-logs" / "bad.nested-play.log").write_text("1.0 | fatal: [h]: FAILED! => {}\n")
     test_logs = tmp_path / ".cache" / "test-logs"
     test_logs.mkdir()
     (test_logs / "static.log").write_text(
