@@ -48,10 +48,11 @@ def _module_python():
     """The interpreter the plays of these tests run their modules with (ansible_python_interpreter): a bare venv
     of this interpreter (modules use the standard library only) whose site-packages load the test hosts'
     bytecode cache for AnsiballZ payloads (tests/testhost/gpuserve_test_pyc.py; the molecule hosts have the same),
-    so a module run does not compile ansible.module_utils from source each time. Made once per checkout in
-    .cache/module-python (again when the fixture or this interpreter changes); where it cannot be made, this
-    interpreter."""
-    venv = os.path.join(ROOT, ".cache", "module-python")
+    so a module run does not compile ansible.module_utils from source each time. Made once per checkout and
+    interpreter in .cache/module-python-<X.Y> (again when the fixture or this interpreter changes); where it cannot
+    be made, this interpreter. One per interpreter: the controller matrix runs the plugin tests on Python 3.11 and
+    the unit step on 3.12, and a `make controllers` beside a `make unit` must not remake the other's venv under it."""
+    venv = os.path.join(ROOT, ".cache", "module-python-%d.%d" % sys.version_info[:2])
     python = os.path.join(venv, "bin", "python")
     with open(TESTHOST_PYC, "rb") as handle:
         fixture = handle.read()

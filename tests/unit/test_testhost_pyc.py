@@ -104,3 +104,27 @@ def test_the_unit_tests_plays_run_their_modules_with_the_cache():
                           % (tuple(sys.version_info[:2]),)],
                          capture_output=True, text=True, check=True, timeout=600).stdout
     assert out == "gpuserve_test_pyc True\n"
+
+
+def test_another_interpreters_tests_leave_this_ones_module_python_alone():
+    """The controller matrix runs the plugin tests on Python 3.11 and the unit step on 3.12, both importing this
+    conftest: each gets its own venv, and neither remakes the other's (one shared .cache/module-python was remade
+    by a 3.11 run under a 3.12 one, which then ran its plays' modules on 3.11)."""
+    other = None
+    for want in ("3.11", "3.12", "3.13"):
+        if want != "%d.%d" % sys.version_info[:2]:
+            proc = subprocess.run([os.path.join(ROOT, "scripts", "find-python.sh"), want], capture_output=True,
+                                  text=True, check=False)
+            if proc.returncode == 0:
+                other = proc.stdout.strip()
+                break
+    if other is None:
+        pytest.skip("no second Python here (3.11, 3.12 or 3.13)")
+    theirs = subprocess.run([other, "-c", "import sys; sys.path.insert(0, %r); import conftest; "
+                             "print(conftest.MODULE_PYTHON)" % os.path.join(ROOT, "tests", "unit")],
+                            capture_output=True, text=True, check=True, timeout=600).stdout.strip()
+    assert theirs != MODULE_PYTHON
+    out = subprocess.run([MODULE_PYTHON, "-c", "import sys; print(sys.version_info[:2] == %r)"
+                          % (tuple(sys.version_info[:2]),)], capture_output=True, text=True, check=True,
+                         timeout=600).stdout
+    assert out == "True\n"
