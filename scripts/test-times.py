@@ -250,8 +250,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.failures:
         found = failures(args.root)
-        print("\n".join(["what failed (scripts/test-times.py --failures; the logs: .cache/test-logs, "
-                          ".cache/molecule-logs):"] + found) if found else "test-times: no failure in the logs")
+        head = "what failed (scripts/test-times.py --failures; the logs: .cache/test-logs, .cache/molecule-logs):"
+        print("\n".join([head] + found) if found else "test-times: no failure in the logs")
         return 0
     data = collect(args.root)
     if not any(data[0]) and not data[1][0] and not data[2]:
