@@ -31,6 +31,11 @@ PY
 # ansible_collections/gpuserve/sglang, committed in a throwaway repository.
 WORK="$(mktemp -d "$ROOT/.cache/sanity.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+# ansible-test runs its pip bootstrap as a script in the temporary directory (python /tmp/ansible-test-XXXX-pip.py),
+# which puts that directory first on sys.path: any attr.py, typing_extensions.py... left in the shared /tmp
+# shadowed pip's own imports there and failed every venv it made. A temporary directory of this run's only.
+export TMPDIR="$WORK/tmp"
+mkdir -p "$TMPDIR"
 TREE="$WORK/ansible_collections/gpuserve/sglang"
 mkdir -p "$TREE"
 # (files deleted but still tracked are skipped: cp reports them and the copy goes on)

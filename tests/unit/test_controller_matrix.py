@@ -37,3 +37,26 @@ def test_the_skip_is_asked_for_only_by_make_test_whose_unit_step_runs_the_plugin
     assert unit.group(1) == "tests/unit" and "--ignore" not in unit.group(2) and "plugins" not in unit.group(2)
     matrix = open(MATRIX).read()
     assert '"${MATRIX_SKIP_DEV_UNIT:-0}" == 1 && "$(dev_controller)" == "$core $pyv"' in matrix
+
+
+def test_sanity_runs_ansible_test_with_a_temporary_directory_of_its_own(tmp_path):
+    """ansible-test runs its pip bootstrap as a script in the temporary directory, first on sys.path there: a stray
+    attr.py in the shared /tmp broke pip's imports in every venv it made (seen on this machine). scripts/sanity.sh
+    gives ansible-test a temporary directory of the run's own; a module left in /tmp is not importable there."""
+    import sys
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("#!/bin/sh\nexec %s \"$@\"\n" % sys.executable)   # ansible_test: this venv's
+    (venv / "bin" / "python").chmod(0o755)
+    out = tmp_path / "seen"
+    (venv / "bin" / "ansible-test").write_text(
+        "#!/bin/sh\n"
+        "cd \"$TMPDIR\" && printf 'import tempfile, sys\\nprint(tempfile.gettempdir())\\n' > probe.py\n"
+        "python probe.py > %s\n" % out)
+    (venv / "bin" / "ansible-test").chmod(0o755)
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "sanity.sh")], env=dict(os.environ, SANITY_VENV=str(venv)),
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    seen = out.read_text().strip()
+    assert seen.startswith(os.path.join(ROOT, ".cache", "sanity.")) and seen.endswith("/tmp"), seen
+    assert not os.path.exists(seen)   # removed with the run's copy
