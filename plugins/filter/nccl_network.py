@@ -100,6 +100,28 @@ def nccl_network_env(network):
     return env
 
 
+_ENV_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")
+_ENV_VALUE_RE = re.compile(r"^[A-Za-z0-9_.,:/=+^@%-]+\Z")
+
+
+def nccl_env_problems(nccl_env):
+    """One message per unusable entry of nccl_env ([] when all are usable): names must be environment variable
+    names, values a non-empty string or number of a safe alphabet, so that the same text is valid in
+    sitecustomize.py and in a systemd EnvironmentFile. An empty or non-mapping nccl_env is one message."""
+    if not isinstance(nccl_env, dict) or not nccl_env:
+        return ["nccl_env must be a non-empty mapping of NCCL variables, got %r" % (nccl_env,)]
+    problems = []
+    for key, value in nccl_env.items():
+        if (isinstance(key, str) and _ENV_NAME_RE.match(key) and isinstance(value, (str, int, float))
+                and _ENV_VALUE_RE.match(str(value))):
+            continue
+        problems.append("nccl_env entry %s=%s is not usable. Names must be environment variable names "
+                        "([A-Za-z_][A-Za-z0-9_]*); values a non-empty string or number made of letters, digits and "
+                        "_ . , : / = + ^ @ %% - only (no spaces, quotes, $ or newlines, so that the same text is "
+                        "valid in sitecustomize.py and in a systemd EnvironmentFile)" % (key, value))
+    return problems
+
+
 def nccl_network_merge(nccl_env, network):
     """What the role writes: {"env": nccl_env with nccl_network's variables over it, "replaced": {name: [the
     nccl_env value, nccl_network's]} for the names whose value nccl_network changed}."""
@@ -117,4 +139,4 @@ class FilterModule(object):
 
     def filters(self):
         return {"nccl_network_env": nccl_network_env, "nccl_network_problems": nccl_network_problems,
-                "nccl_network_merge": nccl_network_merge}
+                "nccl_network_merge": nccl_network_merge, "nccl_env_problems": nccl_env_problems}

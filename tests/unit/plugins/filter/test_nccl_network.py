@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import nccl_network_env, nccl_network_problems
+from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import (
+    nccl_env_problems, nccl_network_env, nccl_network_problems)
 
 
 def test_nothing_for_one_host():
@@ -56,11 +57,47 @@ def test_bad_input_is_named_before_the_host_changes(network, words):
 
 def test_every_value_passes_the_roles_value_check():
     """The values go through nccl_tuning's own check of nccl_env values (no spaces, quotes, $ or newlines)."""
-    import re
-    allowed = re.compile(r"^[A-Za-z0-9_.,:/=+^@%-]+\Z")
     env = nccl_network_env({"transport": "roce", "interface": "^docker0,lo", "hcas": ["mlx5_0:1"], "gid_index": 3,
                             "hca_match": "exclude"})
-    assert all(allowed.match(v) for v in env.values()), env
+    assert nccl_env_problems(env) == [], env
+
+
+def test_the_role_defaults_nccl_env_is_usable():
+    import os
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+        __file__))))))
+    with open(os.path.join(root, "roles", "nccl_tuning", "defaults", "main.yml"), encoding="utf-8") as handle:
+        defaults = yaml.safe_load(handle)
+    assert nccl_env_problems(defaults["nccl_env"]) == []
+    assert nccl_env_problems({"NCCL_P2P_LEVEL": "SYS", "NCCL_BUFFSIZE": 8388608, "NCCL_X": 1.5}) == []
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"NCCL_SOCKET_IFNAME": "eth0 eth1"}, "NCCL_SOCKET_IFNAME=eth0 eth1 is not usable"),
+    ({"NCCL_PROTO": "LL\n"}, "NCCL_PROTO=LL\n is not usable"),            # a trailing newline: full matches only
+    ({"NCCL_PROTO": "LL\nNCCL_DEBUG=TRACE"}, "is not usable"),
+    ({"NCCL_PROTO": "$(id)"}, "NCCL_PROTO=$(id) is not usable"),
+    ({"NCCL_PROTO": "'LL'"}, "is not usable"),
+    ({"NCCL_PROTO": ""}, "NCCL_PROTO= is not usable"),
+    ({"NCCL_PROTO": ["LL"]}, "is not usable"),
+    ({"NCCL_PROTO": {"a": 1}}, "is not usable"),
+    ({"NCCL_PROTO": None}, "NCCL_PROTO=None is not usable"),
+    ({"NCCL PROTO": "LL"}, "NCCL PROTO=LL is not usable"),
+    ({"NCCL_PROTO\n": "LL"}, "is not usable"),
+    ({"1NCCL": "LL"}, "1NCCL=LL is not usable"),
+    ({1: "LL"}, "1=LL is not usable"),
+    ({}, "nccl_env must be a non-empty mapping"),
+    (["NCCL_PROTO=LL"], "nccl_env must be a non-empty mapping"),
+])
+def test_an_unusable_nccl_env_entry_is_named(env, named):
+    problems = nccl_env_problems(env)
+    assert len(problems) == 1 and named in problems[0], problems
+
+
+def test_every_unusable_entry_is_named_at_once():
+    problems = nccl_env_problems({"A": "ok", "B": "b b", "C": "c;c", "D": "d"})
+    assert [p.split(" is not usable", maxsplit=1)[0] for p in problems] == ["nccl_env entry B=b b", "nccl_env entry C=c;c"]
 
 
 def test_merge_says_which_nccl_env_values_it_replaced():
