@@ -43,6 +43,17 @@ VERSION = 1
 POLL = 2.0  # seconds between two looks at a held lease
 UNIT_RE = re.compile(r"^[A-Za-z0-9:_.@-]+\.(service|target|timer)$")
 OWNER_KEYS = ("controller", "user", "play", "pid")
+# What a result means to the run that got it; module sglang_lease returns both, so no caller lists results.
+# TAKEN: this call made the run the lease's first taker, the one that gives it back (in check mode: it was free).
+# CONTENDED: another run held the lease when the call came: it still does (held, held by another), or it was taken
+# over from a run that died (expired) or broken on purpose (broken).
+TAKEN = frozenset(("acquired", "expired", "broken", "free"))
+CONTENDED = frozenset(("expired", "broken", "held", "held by another"))
+
+
+def meaning(result):
+    """{"taken": ..., "contended": ...} of an acquire() or release() result (TAKEN, CONTENDED)."""
+    return {"taken": result in TAKEN, "contended": result in CONTENDED}
 
 
 class LeaseHeld(Exception):

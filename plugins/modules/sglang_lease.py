@@ -104,6 +104,18 @@ lease:
   type: dict
   sample: {"unit": "sglang-kimi.service", "id": "20261202T150000-9f3c...", "owner": {"controller": "ops-1",
            "user": "alice", "play": "Deploy SGLang"}, "acquired_at": 1764687600.0, "expires_at": 1764694800.0}
+taken:
+  description:
+    - Whether this call made the run the lease's first taker, the one that gives it back (RV(result) V(acquired),
+      V(expired), V(broken); in check mode V(free)). V(false) when it only renewed the run's own lease.
+  returned: always
+  type: bool
+contended:
+  description:
+    - Whether another run held the lease when the call came - it still does (V(held), V(held by another)), or it
+      was taken over from a run that died (V(expired)) or broken (V(broken)); the roles then say so.
+  returned: always
+  type: bool
 previous:
   description: The lease taken over (expired) or broken (force); null otherwise.
   returned: state is acquired
@@ -153,11 +165,12 @@ def main():
                        "not held": "the host lease on %s was not held" % unit,
                        "held by another": "the host lease on %s is held by another run (%s): left alone"
                        % (unit, _lease.describe(result["lease"], lease.clock()))}.get(result["result"], "")
-            module.exit_json(changed=False, message=message, **result)
+            module.exit_json(changed=False, message=message, **dict(result, **_lease.meaning(result["result"])))
         result = lease.acquire(unit, params["id"], params["owner"], params["ttl"], params["wait"],
                                force=params["force"], check_mode=module.check_mode)
     except _lease.LeaseHeld as exc:
-        module.fail_json(msg=str(exc), result="held", lease=exc.holder, waited=int(exc.waited))
+        module.fail_json(msg=str(exc), result="held", lease=exc.holder, waited=int(exc.waited),
+                         **_lease.meaning("held"))
     except ValueError as exc:
         module.fail_json(msg="sglang_lease: %s" % exc)
     except OSError as exc:
@@ -178,7 +191,7 @@ def main():
         message += " after waiting %d s" % result["waited"]
     if result["result"] in ("expired", "broken", "held"):
         module.warn(message)
-    module.exit_json(changed=False, message=message, **result)
+    module.exit_json(changed=False, message=message, **dict(result, **_lease.meaning(result["result"])))
 
 
 if __name__ == "__main__":

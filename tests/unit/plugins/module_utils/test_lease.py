@@ -191,14 +191,25 @@ def run_module(tmp_path, args, check_mode=False):
 def test_module_takes_refuses_and_gives_back_never_changed(tmp_path):
     took = run_module(tmp_path, {"unit": UNIT, "id": "run-a", "owner": ALICE})
     assert took["result"] == "acquired" and took["changed"] is False, took
+    assert (took["taken"], took["contended"]) == (True, False)
+    renewed = run_module(tmp_path, {"unit": UNIT, "id": "run-a", "owner": ALICE})
+    assert renewed["result"] == "renewed" and (renewed["taken"], renewed["contended"]) == (False, False)
     refused = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "owner": BOB, "wait": 0})
     assert refused["failed"] is True and "alice@ops-1" in refused["msg"] and refused["result"] == "held"
+    assert (refused["taken"], refused["contended"]) == (False, True)
     check = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "owner": BOB}, check_mode=True)
     assert check["result"] == "held" and "alice@ops-1" in check["message"]
+    assert (check["taken"], check["contended"]) == (False, True)
+    left = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "state": "released"})
+    assert left["result"] == "held by another" and (left["taken"], left["contended"]) == (False, True)
     broke = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "owner": BOB, "force": True})
     assert broke["result"] == "broken" and "BROKE" in broke["message"] and broke["changed"] is False
+    assert (broke["taken"], broke["contended"]) == (True, True)
     gone = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "state": "released"})
     assert gone["result"] == "released" and gone["changed"] is False
+    assert (gone["taken"], gone["contended"]) == (False, False)
+    free = run_module(tmp_path, {"unit": UNIT, "id": "run-c", "owner": BOB}, check_mode=True)
+    assert free["result"] == "free" and (free["taken"], free["contended"]) == (True, False)
     bad = run_module(tmp_path, {"unit": "x;y", "id": "run-b"})
     assert bad["failed"] is True and "unit name" in bad["msg"]
 
@@ -210,3 +221,28 @@ def test_the_owner_keeps_the_controller_pid_and_names_it(tmp_path):
     holder = lease.read(UNIT)
     assert holder["owner"] == dict(ALICE, pid="4242")
     assert "alice@ops-1 (ansible-playbook pid 4242), play 'Deploy SGLang'" in _lease.describe(holder, clock.now)
+
+
+@pytest.mark.parametrize("result, taken, contended", [
+    ("acquired", True, False), ("renewed", False, False), ("expired", True, True), ("broken", True, True),
+    ("free", True, False), ("held", False, True), ("released", False, False), ("not held", False, False),
+    ("held by another", False, True)])
+def test_each_result_says_whether_the_run_took_the_lease_and_whether_another_held_it(result, taken, contended):
+    """The roles and playbooks read these two, never a list of results of their own (lease.yml, lease_held.yml,
+    the server and router roles, deploy.yml, restart.yml): a renewed lease is not this call's to give back."""
+    assert _lease.meaning(result) == {"taken": taken, "contended": contended}
+
+
+def test_no_task_lists_lease_results_of_its_own():
+    """The two meanings live in _lease.py; a task that lists results again drifts from it (issue 22's review)."""
+    import glob
+    import re
+    listed = re.compile(r"result\s*(\|\s*default\([^)]*\)\s*)?in\s*\[")
+    offenders = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))
+                       + glob.glob(os.path.join(ROOT, "playbooks", "*.yml"))):
+        with open(path) as handle:
+            for number, line in enumerate(handle, 1):
+                if "lease" in line and listed.search(line):
+                    offenders.append("%s:%d" % (os.path.relpath(path, ROOT), number))
+    assert not offenders
