@@ -189,9 +189,10 @@ def main():
     }[result["result"]]
     if result["waited"]:
         message += " after waiting %d s" % result["waited"]
-    if result["result"] in ("expired", "broken", "held"):
+    meaning = _lease.meaning(result["result"])
+    if meaning["contended"]:   # expired, broken, held: what acquire() can answer of _lease.CONTENDED
         module.warn(message)
-    module.exit_json(changed=False, message=message, **dict(result, **_lease.meaning(result["result"])))
+    module.exit_json(changed=False, message=message, **dict(result, **meaning))
 
 
 if __name__ == "__main__":

@@ -3,9 +3,11 @@
 host (issue 22). Real files, real flock, real processes racing for it; a fake clock where time matters."""
 from __future__ import annotations
 
+import glob
 import json
 import multiprocessing
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -205,6 +207,11 @@ def test_module_takes_refuses_and_gives_back_never_changed(tmp_path):
     broke = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "owner": BOB, "force": True})
     assert broke["result"] == "broken" and "BROKE" in broke["message"] and broke["changed"] is False
     assert (broke["taken"], broke["contended"]) == (True, True)
+    # a contended acquire warns (the run's recap shows it); a free or renewed one does not
+    # (ansible-core 2.19+ wraps a warning in a WarningSummary; the text is the message either way)
+    for warned in (broke, check):
+        assert len(warned["warnings"]) == 1 and json.dumps(warned["message"])[1:-1] in json.dumps(warned["warnings"])
+    assert not took.get("warnings") and not renewed.get("warnings")
     gone = run_module(tmp_path, {"unit": UNIT, "id": "run-b", "state": "released"})
     assert gone["result"] == "released" and gone["changed"] is False
     assert (gone["taken"], gone["contended"]) == (False, False)
@@ -235,8 +242,6 @@ def test_each_result_says_whether_the_run_took_the_lease_and_whether_another_hel
 
 def test_no_task_lists_lease_results_of_its_own():
     """The two meanings live in _lease.py; a task that lists results again drifts from it (issue 22's review)."""
-    import glob
-    import re
     listed = re.compile(r"result\s*(\|\s*default\([^)]*\)\s*)?in\s*\[")
     offenders = []
     for path in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml"))
