@@ -12,8 +12,9 @@ The router's worker API (seen working without ``--enable-igw``):
   default: so a worker is put back only once its own /health says 200).
 
 Drain: take the batch out of EVERY router first (no new request reaches it), then wait until the worker's own
-``/metrics`` (SGLang's ``sglang:num_running_reqs`` + ``sglang:num_queue_reqs``) says zero, bounded by the drain
-timeout; what was still in flight then is reported as cut. Safety (refused before anything changes): never more
+``/metrics`` says it holds nothing (SGLang's ``sglang:num_running_reqs`` + ``sglang:num_queue_reqs`` and, on a
+prefill or decode server, its disaggregation queues: IN_FLIGHT_METRICS), bounded by the drain timeout; what was
+still in flight then is reported as cut. Safety (refused before anything changes): never more
 than ``max_unavailable`` fleet workers out of a router (the batch counted in), never the last healthy worker of a
 router.
 
@@ -47,9 +48,20 @@ try:
 except ImportError:  # pragma: no cover - Python 2
     raise
 
-IN_FLIGHT_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs")
+# The scheduler's gauges of requests it still holds (sglang/srt/observability/metrics_collector.py, 0.5.23;
+# metrics/collector.py, 0.5.9): running and waiting, and the disaggregation queues of a prefill or decode server
+# (issue 41): a prefill holds a request in its bootstrap queue until a decode server is ready for it and in its
+# inflight queue while that decode server pulls its KV; a decode server holds it in its prealloc queue (memory and
+# handshake) and its transfer queue (the KV coming) before it runs. 0.5.9 calls the prefill's first queue
+# "prealloc", 0.5.23 "bootstrap". A request is in one of them at a time; the drain waits until all say zero.
+IN_FLIGHT_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs",
+                     "sglang:num_prefill_bootstrap_queue_reqs", "sglang:num_prefill_prealloc_queue_reqs",
+                     "sglang:num_prefill_inflight_queue_reqs",
+                     "sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs")
 PD_KINDS = ("prefill", "decode")
-METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)")
+# with priority scheduling SGLang writes each queue twice: the total under priority="" and a breakdown per priority
+PRIORITY_BREAKDOWN = re.compile(r'[{,]\s*priority="[^"]+"')
 
 
 class RouterError(Exception):
@@ -87,13 +99,15 @@ def http_call(method, url, body=None, timeout=10.0, headers=None):
 
 
 def in_flight_from_metrics(text):
-    """Running + queued requests from SGLang's /metrics text (summed over label sets); None if absent."""
+    """The requests SGLang still holds, from its /metrics text: running, queued and in the disaggregation queues
+    (IN_FLIGHT_METRICS), summed over label sets (ranks), a per-priority breakdown left out; None if absent."""
     total = None
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
         match = METRIC_LINE.match(line)
-        if match and match.group("name") in IN_FLIGHT_METRICS:
+        if match and match.group("name") in IN_FLIGHT_METRICS \
+                and not PRIORITY_BREAKDOWN.search(match.group("labels") or ""):
             try:
                 value = float(match.group("value"))
             except ValueError:

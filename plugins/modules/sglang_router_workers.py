@@ -14,7 +14,10 @@ description:
   - Talks to one or more sglang-router 0.3.2 instances through their worker API (C(GET /workers),
     C(DELETE /workers/<id>), C(POST /workers)); every action is done on B(every) router given.
   - V(drained) takes the O(workers) out of every router, then waits until each worker's own C(/metrics)
-    (SGLang's C(sglang:num_running_reqs) + C(sglang:num_queue_reqs)) says zero, at most O(drain_timeout)
+    says it holds no request (SGLang's C(sglang:num_running_reqs) + C(sglang:num_queue_reqs) and the
+    disaggregation queues of a prefill or decode server, C(sglang:num_prefill_bootstrap_queue_reqs) (0.5.9:
+    C(sglang:num_prefill_prealloc_queue_reqs)), C(sglang:num_prefill_inflight_queue_reqs),
+    C(sglang:num_decode_prealloc_queue_reqs), C(sglang:num_decode_transfer_queue_reqs)), at most O(drain_timeout)
     seconds; what was still in flight then is returned in RV(cut). Refused before anything changes when it
     would leave more than O(max_unavailable) workers of O(fleet) out of a router, or a router without a
     healthy worker.

@@ -24,6 +24,24 @@ sglang:num_queue_reqs{engine_type="unified",model_name="kimi",moe_ep_rank="0",pp
 sglang:num_requests_total{model_name="kimi"} 42.0
 """
 
+# a prefill server of SGLang 0.5.23 (engine_type prefill) whose requests all left the running batch and wait in
+# its inflight queue while a decode server pulls their KV; with priority scheduling each queue is written twice (the
+# total under priority="", a breakdown per priority)
+PD_METRICS = """# HELP sglang:num_running_reqs The number of running requests.
+# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="",tp_rank="0"} 0.0
+sglang:num_queue_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="",tp_rank="0"} 0.0
+# HELP sglang:num_prefill_bootstrap_queue_reqs The number of requests in the prefill bootstrap queue.
+# TYPE sglang:num_prefill_bootstrap_queue_reqs gauge
+sglang:num_prefill_bootstrap_queue_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="",tp_rank="0"} 0.0
+# HELP sglang:num_prefill_inflight_queue_reqs The number of requests in the prefill inflight queue.
+# TYPE sglang:num_prefill_inflight_queue_reqs gauge
+sglang:num_prefill_inflight_queue_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="",tp_rank="0"} %s
+sglang:num_prefill_inflight_queue_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="0",tp_rank="0"} 2.0
+sglang:num_decode_prealloc_queue_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="",tp_rank="0"} 0.0
+sglang:num_decode_transfer_queue_reqs{engine_type="prefill",model_name="kimi",moe_ep_rank="0",pp_rank="0",priority="",tp_rank="0"} 0.0
+"""
+
 W = ["http://w%d:30000" % i for i in range(1, 5)]
 R = ["http://gw-1:30000", "http://gw-2:30000"]
 
@@ -47,6 +65,7 @@ class FakeFleet(object):
         self.router_down_calls = 0  # the router refuses this many calls first (just restarted)
         self.smg = False          # SMG 1.13: a removed worker stays listed as draining for a few polls, POST 409s
         self.draining = {}        # (router, url) -> polls left
+        self.pd_inflight = {}     # prefill url -> requests in its inflight queue (a decode server pulls their KV)
 
     def clock(self):
         return self.now
@@ -60,6 +79,8 @@ class FakeFleet(object):
                 self.lists[key[0]].pop(key[1], None)
         for w in self.in_flight:
             self.in_flight[w] = max(0, self.in_flight[w] - 1)
+        for w in self.pd_inflight:
+            self.pd_inflight[w] = max(0, self.pd_inflight[w] - 1)
 
     def http(self, method, url, body=None, timeout=10.0, headers=None):
         self.calls.append((method, url))
@@ -101,7 +122,11 @@ class FakeFleet(object):
             if path == "/health":
                 return 200, ""
             if path == "/metrics":
-                return (200, METRICS % (float(self.in_flight[base]), 0.0)) if self.metrics else (404, "")
+                if not self.metrics:
+                    return 404, ""
+                if base in self.pd_inflight:
+                    return 200, PD_METRICS % float(self.pd_inflight[base])
+                return 200, METRICS % (float(self.in_flight[base]), 0.0)
         return None, "no route"
 
 
@@ -119,6 +144,28 @@ def go(fake, **kw):
 def test_in_flight_from_sglang_metrics():
     assert _router.in_flight_from_metrics(METRICS % ("3.0", "2.0")) == 5
     assert _router.in_flight_from_metrics("# nothing\nsglang:num_requests_total{} 3\n") is None
+
+
+def test_in_flight_counts_the_disaggregation_queues():
+    """Issue 41 defect 1: a prefill whose 7 requests wait in its inflight queue holds 7, not 0 (the priority
+    breakdown is not counted twice); each PD queue of both releases' names counts."""
+    assert _router.in_flight_from_metrics(PD_METRICS % "7.0") == 7
+    for name in ("num_prefill_bootstrap_queue_reqs", "num_prefill_prealloc_queue_reqs", "num_prefill_inflight_queue_reqs",
+                 "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs"):
+        assert _router.in_flight_from_metrics('sglang:%s{engine_type="decode",tp_rank="0"} 3.0\n' % name) == 3
+
+
+def test_a_prefill_with_requests_in_its_inflight_queue_does_not_drain_at_once():
+    """Issue 41 defect 1 (fails on 59633b9: drained at once, nothing cut): running and waiting are 0, 7 requests
+    wait for a decode server to pull their KV; the drain waits until the inflight queue is empty."""
+    fake = pd_fleet()
+    fake.pd_inflight[W[0]] = 7
+    result = go(fake, workers=[W[0]], kinds=KINDS)
+    assert result["drain_seconds"] == 7.0 and result["cut"] == {} and result["in_flight_at_end"] == {W[0]: 0}
+    fake = pd_fleet()
+    fake.pd_inflight[W[0]] = 7
+    result = go(fake, workers=[W[0]], kinds=KINDS, drain_timeout=3)
+    assert result["cut"] == {W[0]: 4}
 
 
 def test_drain_removes_from_every_router_then_waits_for_zero():
