@@ -8,6 +8,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import ROOT
 
 MATRIX = os.path.join(ROOT, "scripts", "controller-matrix.sh")
@@ -60,3 +62,80 @@ def test_sanity_runs_ansible_test_with_a_temporary_directory_of_its_own(tmp_path
     seen = out.read_text().strip()
     assert seen.startswith(os.path.join(ROOT, ".cache", "sanity.")) and seen.endswith("/tmp"), seen
     assert not os.path.exists(seen)   # removed with the run's copy
+
+
+def _controllers():
+    rows = []
+    with open(os.path.join(ROOT, "tests", "controllers.txt")) as handle:
+        for line in handle:
+            if line.strip() and not line.startswith("#"):
+                rows.append(line.split())
+    return rows
+
+
+def test_the_declared_range_is_the_tested_range_with_a_lower_bound_only():
+    """meta/runtime.yml's requires_ansible is '>=X.Y.0', X.Y the oldest controller of tests/controllers.txt, with no
+    upper bound (issue 42: '<2.22' made ansible-galaxy 2.22.0rc1 refuse a collection that works on it); the newest
+    controller is PyPI's newest, pre-releases included ('latest', resolved by scripts/ansible-core-version.py)."""
+    import yaml
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as handle:
+        declared = yaml.safe_load(handle)["requires_ansible"]
+    clauses = [c.strip() for c in declared.split(",")]
+    assert len(clauses) == 1 and re.match(r"^>=\d+\.\d+\.0$", clauses[0]), declared
+    lower = tuple(int(p) for p in clauses[0][2:].split(".")[:2])
+    rows = _controllers()
+    cores = [core for core, _python in rows]
+    assert cores[-1] == "latest", cores
+    pinned = [tuple(int(p) for p in core.split(".")[:2]) for core in cores if core != "latest"]
+    assert pinned and min(pinned) == lower == pinned[0], (declared, cores)
+    # the newest controller runs on the newest Python its release line needs (2.22 needs 3.13)
+    assert rows[-1][1] == "3.13"
+
+
+def test_each_pinned_controller_has_its_sanity_ignore_file():
+    for core, _python in _controllers():
+        if core != "latest":
+            series = ".".join(core.split(".")[:2])
+            assert os.path.exists(os.path.join(ROOT, "tests", "sanity", "ignore-%s.txt" % series)), series
+
+
+def _acv():
+    from conftest import load_file
+    return load_file("ansible_core_version", os.path.join(ROOT, "scripts", "ansible-core-version.py"))
+
+
+RELEASES = {
+    "2.19.13": [{"requires_python": ">=3.11"}], "2.19.14": [{"requires_python": ">=3.11"}],
+    "2.19.15rc1": [{"requires_python": ">=3.11"}], "2.21.5": [{"requires_python": ">=3.12"}],
+    "2.22.0b2": [{"requires_python": ">=3.13"}], "2.22.0rc1": [{"requires_python": ">=3.13"}],
+    "2.22.0rc2": [{"requires_python": ">=3.13", "yanked": True}], "2.23.0.dev0": [{}], "2.24.0": [],
+}
+
+
+def test_latest_is_the_newest_release_pre_releases_included_yanked_and_empty_ones_not():
+    acv = _acv()
+    assert acv.resolve("latest", RELEASES) == "2.22.0rc1"
+    assert acv.resolve("latest", dict(RELEASES, **{"2.22.0": [{}]})) == "2.22.0"
+    assert acv.resolve("2.19", RELEASES) == "2.19.14"   # a series: its newest final release
+    assert acv.resolve("2.19.13", RELEASES) == "2.19.13"
+    assert acv.requires_python("2.22.0rc1", RELEASES) == ">=3.13"
+    assert acv.python_allowed("3.13", ">=3.13") and not acv.python_allowed("3.12", ">=3.13")
+
+
+def test_pypi_is_asked_when_the_kept_answer_is_old_and_the_kept_one_serves_offline(tmp_path):
+    import json
+    acv = _acv()
+    calls = []
+
+    def answer():
+        calls.append(1)
+        return json.dumps({"releases": RELEASES})
+
+    def offline():
+        raise OSError("no network")
+    assert acv.resolve("latest", acv.pypi_releases(str(tmp_path), 86400, answer)) == "2.22.0rc1"
+    assert acv.resolve("latest", acv.pypi_releases(str(tmp_path), 86400, offline)) == "2.22.0rc1"   # fresh: kept
+    assert acv.resolve("latest", acv.pypi_releases(str(tmp_path), 0, offline)) == "2.22.0rc1"       # stale, offline
+    assert len(calls) == 1
+    with pytest.raises(RuntimeError, match="no answer is kept"):
+        acv.pypi_releases(str(tmp_path / "empty"), 0, offline)
