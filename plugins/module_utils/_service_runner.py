@@ -30,7 +30,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_chec
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
-    ALL_TEXTS, LogWatch, installed_release, mask_secrets, ranks_missing, texts_for)
+    ALL_TEXTS, RATIO_HALF_STEP, LogWatch, installed_release, mask_secrets, ranks_missing, texts_for)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import (
     STOP_JOB_TYPES, SystemdError, exec_start_facts, node_scheduler_count, node_tp_ranks)
 
@@ -356,14 +356,17 @@ class ServiceRunner(object):
         facts = self.facts
         ratio = facts.get("hicache_ratio")
         size = facts.get("hicache_size")
+        ratio_step = 0.0
         if not ratio and not size and self.hicache_on():
-            # Neither given: releases with HiCache auto-sizing log the ratio they chose; 0.5.9's default is 2.0.
+            # Neither given: releases with HiCache auto-sizing log the ratio they chose (3 decimals: the check
+            # allows that rounding); 0.5.9's default is 2.0.
             if self.watch.hicache_auto_ratio:
                 ratio = self.watch.hicache_auto_ratio
+                ratio_step = RATIO_HALF_STEP
             elif not self.watch.texts.hicache_auto:
                 ratio = 2.0
         return self.watch.hicache_summary(expected, ratio=ratio, size_gb=size, page_size=facts.get("page_size") or 1,
-                                          rank_ids=self.rank_ids)
+                                          rank_ids=self.rank_ids, ratio_step=ratio_step)
 
     def timeline(self):
         total = round(self.elapsed(), 3)
@@ -966,9 +969,17 @@ class ServiceRunner(object):
         asked = ("--hicache-size %s" % check["hicache_size_gb"] if "hicache_size_gb" in check
                  else "--hicache-ratio %s" % check["hicache_ratio"])
         self.fail("HiCache host pool of invocation %s does not match %s: %s" % (
-            self.result["invocation_id"], asked, "; ".join(
-                "%s logged %.2f GB, expected %.2f GB" % (item["rank"], item["logged_gb"], item["expected_gb"])
-                for item in check["off"])))
+            self.result["invocation_id"], asked, "; ".join(self._pool_off(item) for item in check["off"])))
+
+    @staticmethod
+    def _pool_off(item):
+        """One rank's host pool that is not what was asked: on its tokens where the release prints them."""
+        if "logged_tokens" in item:
+            return ("%s logged %d tokens (%.2f GB), expected %s tokens (SGLang's int(%d KV tokens x ratio) plus one "
+                    "page)" % (item["rank"], item["logged_tokens"], item["logged_gb"],
+                               "..".join(str(n) for n in item["expected_tokens"]), item["kv_tokens"]))
+        return ("%s logged %.2f GB, expected %.2f GB (%.3f..%.3f GB from the rounding of the sizes printed)"
+                % (item["rank"], item["logged_gb"], item["expected_gb"], item["allowed_gb"][0], item["allowed_gb"][1]))
 
     def health_ok(self):
         if not self.health_url:

@@ -185,8 +185,10 @@ LINE_RE = re.compile(r"^\[(?P<stamp>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)(?:\.(?P<ms>\
 TP_TAG_RE = re.compile(r"(?:^| )TP(\d+)(?: |$)")
 PURE_TP_RE = re.compile(r"^TP(\d+)$")
 MASK = _secrets.MASK
-HICACHE_REL_TOLERANCE = 0.005   # SGLang prints GB with 2 decimals; KV size (GiB) too: 0.5 % + 0.01 GB covers it
-HICACHE_ABS_TOLERANCE = 0.01
+# SGLang prints every size with 2 decimals ({:.2f}): a printed X.XX stands for a true value within +/- this.
+GB_HALF_STEP = 0.005
+# 0.5.23's HiCache auto-sizing prints the ratio it chose with 3 decimals ({ratio:.3f}).
+RATIO_HALF_STEP = 0.0005
 GIB = float(1 << 30)
 
 
@@ -199,13 +201,16 @@ def match_any(regexes, text):
 
 
 def kv_entry(match):
-    """{tokens, gb} of a KV pool line (MLA: one KV size; MHA: K + V)."""
+    """{tokens, gb, gb_lo, gb_hi} of a KV pool line (MLA: one KV size; MHA: K + V). gb_lo..gb_hi: the true size
+    (GiB) the printed values allow, each printed value rounded to 0.01 (+/- GB_HALF_STEP each: K + V +/- 0.01)."""
     values = match.groupdict()
     if values.get("gb") is not None:
-        gb = float(values["gb"])
+        parts = [float(values["gb"])]
     else:
-        gb = round(float(values.get("k_gb") or 0) + float(values.get("v_gb") or 0), 2)
-    return {"tokens": int(values["tokens"]), "gb": gb}
+        parts = [float(values.get("k_gb") or 0), float(values.get("v_gb") or 0)]
+    return {"tokens": int(values["tokens"]), "gb": round(sum(parts), 2),
+            "gb_lo": sum(max(0.0, part - GB_HALF_STEP) for part in parts),
+            "gb_hi": sum(part + GB_HALF_STEP for part in parts)}
 
 
 def line_stamp(line):
@@ -283,6 +288,45 @@ def expected_host_pool_gb(kv_tokens, kv_gb, ratio=None, size_gb=None, page_size=
         return None
     size = (size // page_size + 1) * page_size
     return round(size * per_token / 1e9, 2)
+
+
+def host_pool_tokens(kv_tokens, ratio, page_size=1):
+    """The host pool's tokens for --hicache-ratio, as SGLang sizes it from the rank's device pool (0.5.17
+    mem_cache/pool_host/base.py HostKVCache.__init__, the same in 0.5.9's mem_cache/memory_pool_host.py and
+    0.5.23's pool_host/base.py): ``size = int(device_pool.size * host_to_device_ratio)``, then
+    ``page_num = size // page_size + 1; size = page_num * page_size``. The device pool's size is the KV line's
+    #tokens: 131072 at ratio 2 -> 262145, as the real 0.5.17 server printed."""
+    page_size = page_size or 1
+    return (int(kv_tokens * ratio) // page_size + 1) * page_size
+
+
+def host_pool_allowed(kv, ratio=None, size_gb=None, page_size=1, ratio_step=0.0, host_tokens=None, host_gb=None):
+    """What SGLang's host pool line may print for this request, derived from the printed precision of every number
+    used (nothing fixed): {tokens_lo, tokens_hi} (ratio) and {gb_lo, gb_hi} (the printed GB, itself rounded to
+    0.01). ``kv``: the rank's KV entry (kv_entry). The device pool holds ``tokens + page_size`` slots (SGLang's
+    padded slot 0), so bytes per token = KV size / (tokens + page_size), bounded by the KV line's rounding.
+    ``size_gb`` (--hicache-size): ``int(size * 1e9 // bytes_per_token)`` tokens, one page more: the host bytes lie
+    in (size - one token, size + one page]; bytes per token bounded by the host line when it prints its tokens
+    (``host_tokens``, ``host_gb``), else by the KV line. ``ratio_step``: the half-width of a ratio that was
+    printed rounded (0.5.23's auto-sizing). None when the request cannot be worked out."""
+    page_size = page_size or 1
+    tokens = (kv or {}).get("tokens")
+    if not tokens:
+        return None
+    per_token_lo = kv["gb_lo"] * GIB / (tokens + page_size)
+    per_token_hi = kv["gb_hi"] * GIB / tokens
+    if size_gb:
+        if host_tokens and host_gb is not None:
+            per_token_hi = min(per_token_hi, (host_gb + GB_HALF_STEP) * 1e9 / host_tokens)
+        return {"gb_lo": max(0.0, size_gb - per_token_hi / 1e9 - GB_HALF_STEP),
+                "gb_hi": size_gb + page_size * per_token_hi / 1e9 + GB_HALF_STEP}
+    if not ratio:
+        return None
+    tokens_lo = host_pool_tokens(tokens, max(0.0, ratio - ratio_step), page_size)
+    tokens_hi = host_pool_tokens(tokens, ratio + ratio_step, page_size)
+    return {"tokens_lo": tokens_lo, "tokens_hi": tokens_hi,
+            "gb_lo": max(0.0, tokens_lo * per_token_lo / 1e9 - GB_HALF_STEP),
+            "gb_hi": tokens_hi * per_token_hi / 1e9 + GB_HALF_STEP}
 
 
 def compile_patterns(patterns, what):
@@ -417,7 +461,8 @@ class LogWatch(object):
     def expect_missing(self):
         return [regex.pattern for regex in self.expect_res if regex.pattern not in self.expect_matched]
 
-    def hicache_summary(self, expected_ranks=None, ratio=None, size_gb=None, page_size=1, rank_ids=None):
+    def hicache_summary(self, expected_ranks=None, ratio=None, size_gb=None, page_size=1, rank_ids=None,
+                        ratio_step=0.0):
         values = list(self.hicache.values())
         summary = {
             "ranks_seen": rank_keys(self.hicache),
@@ -442,7 +487,7 @@ class LogWatch(object):
             summary["lines_not_read"] = list(self.hicache_unread)
         if self.dropped:
             summary["journal_lines_dropped"] = self.dropped
-        check = self.hicache_vs_request(ratio, size_gb, page_size)
+        check = self.hicache_vs_request(ratio, size_gb, page_size, ratio_step)
         if check is not None:
             summary["requested"] = check
         return summary
@@ -458,10 +503,13 @@ class LogWatch(object):
             summary["host_pool_gb_per_rank"] = max(self.hicache_mamba.values())
         return summary
 
-    def hicache_vs_request(self, ratio=None, size_gb=None, page_size=1):
+    def hicache_vs_request(self, ratio=None, size_gb=None, page_size=1, ratio_step=0.0):
         """Each rank's host pool against what --hicache-ratio / --hicache-size asks for, given the KV pool that rank
-        printed. None when neither is known; else {ratio|size_gb, expected_gb_min/max, off: [{rank, logged,
-        expected}]}."""
+        printed. A release that prints the host pool's tokens is checked on them: exactly for a ratio given on the
+        command line (SGLang's own formula, host_pool_tokens), within the rounding of a ratio it printed
+        (``ratio_step``). Sizes alone are checked against host_pool_allowed, a range derived from the printed
+        precision of each number. None when neither is known; else {ratio|size_gb, expected_gb_min/max, off:
+        [{rank, logged_gb, expected_gb, allowed_gb[, logged_tokens, expected_tokens]}]}."""
         if not self.hicache or not (ratio or size_gb):
             return None
         off = []
@@ -470,12 +518,23 @@ class LogWatch(object):
             pools = self.kv.get(tag)
             if not pools:
                 continue
-            expected = expected_host_pool_gb(pools[0]["tokens"], pools[0]["gb"], ratio, size_gb, page_size)
-            if expected is None:
+            kv = pools[0]
+            logged_tokens = self.hicache_tokens.get(tag)
+            allowed = host_pool_allowed(kv, ratio, size_gb, page_size, ratio_step, logged_tokens, logged)
+            if allowed is None:
                 continue
+            expected = round((allowed["gb_lo"] + allowed["gb_hi"]) / 2.0, 2)
             expected_all.append(expected)
-            if abs(logged - expected) > HICACHE_ABS_TOLERANCE + HICACHE_REL_TOLERANCE * expected:
-                off.append({"rank": tag or "TP0", "logged_gb": logged, "expected_gb": expected})
+            item = {"rank": tag or "TP0", "logged_gb": logged, "expected_gb": expected,
+                    "allowed_gb": [round(allowed["gb_lo"], 3), round(allowed["gb_hi"], 3)]}
+            if logged_tokens is not None and "tokens_lo" in allowed:
+                wanted = ([allowed["tokens_lo"]] if allowed["tokens_lo"] == allowed["tokens_hi"]
+                          else [allowed["tokens_lo"], allowed["tokens_hi"]])
+                if not allowed["tokens_lo"] <= logged_tokens <= allowed["tokens_hi"]:
+                    item.update(logged_tokens=logged_tokens, expected_tokens=wanted, kv_tokens=kv["tokens"])
+                    off.append(item)
+            elif not allowed["gb_lo"] - 1e-9 <= logged <= allowed["gb_hi"] + 1e-9:
+                off.append(item)
         if not expected_all:
             return None
         check = {"expected_gb_min": min(expected_all), "expected_gb_max": max(expected_all), "off": off}

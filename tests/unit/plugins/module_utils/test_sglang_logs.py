@@ -263,7 +263,8 @@ def test_hicache_pool_is_checked_against_the_requested_ratio_with_min_and_max():
         watch.feed("[%s TP%d] Allocating %.2f GB host memory for hierarchical KV cache." % (STAMP, rank, gb))
     summary = watch.hicache_summary(8, ratio=2.0)
     assert summary["host_pool_gb_min"] == 11.20 and summary["host_pool_gb_max"] == 22.39
-    assert summary["requested"]["off"] == [{"rank": "TP5", "logged_gb": 11.2, "expected_gb": 22.38}]
+    assert summary["requested"]["off"] == [{"rank": "TP5", "logged_gb": 11.2, "expected_gb": 22.38,
+                                            "allowed_gb": [22.361, 22.393]}]
     # ratio 4 on the reference host: 44.77 GB (stand-in and SGLang's own sizing agree)
     assert logs.expected_host_pool_gb(159277, 10.42, ratio=4.0) == pytest.approx(44.77, abs=0.03)
     # --hicache-size 30 (GB): floor to whole tokens, one page more
@@ -288,3 +289,70 @@ def test_api_keys_are_masked(line, secret):
     assert "api_key=None" in logs.mask_secrets("server_args=ServerArgs(api_key=None, port=1)")
     # a known key is masked wherever it appears (a traceback quoting it)
     assert "sk-live-123" not in logs.mask_secrets("Unauthorized: sk-live-123", ["sk-live-123"])
+
+
+# ---- the size check follows what SGLang prints (issue 40) ------------------------------------------------------
+# The real 0.5.17 server on an H200 (tests/fixtures/sglang/real/0.5.17-h200/serverA.log), --hicache-ratio 2.
+REAL_KV = "[2026-12-06 03:53:51] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 131072, K size: 0.13 GB, V size: 0.13 GB"
+REAL_POOL = "[2026-12-06 03:54:58] Allocating kv hierarchical KV host pool: 262145 tokens, 0.54 GB host memory."
+
+
+def real_watch(pool_line=REAL_POOL, kv_line=REAL_KV, release="0.5.23"):
+    watch = logs.LogWatch(texts=logs.texts_for(release))
+    watch.feed(kv_line)
+    watch.feed(pool_line)
+    watch.feed("[2026-12-06 03:55:28] The server is fired up and ready to roll!")
+    return watch
+
+
+def test_a_healthy_real_invocation_passes_on_its_token_count():
+    """Old code: 'TP0 logged 0.54 GB, expected 0.56 GB' from the KV line's rounded K and V sizes, a healthy server
+    rolled back. 262,145 = int(131,072 x 2) + one page (SGLang's HostKVCache formula)."""
+    check = real_watch().hicache_vs_request(ratio=2.0)
+    assert check["off"] == [] and check["hicache_ratio"] == 2.0
+    assert logs.host_pool_tokens(131072, 2.0) == 262145 and logs.host_pool_tokens(131072, 3.0) == 393217
+    assert logs.host_pool_tokens(1000, 2.0, page_size=64) == 2048
+
+
+@pytest.mark.parametrize("ratio", [1.0, 2.5, 3.0])
+def test_a_wrong_ratio_still_fails_on_the_token_count(ratio):
+    off = real_watch().hicache_vs_request(ratio=ratio)["off"]
+    assert off and off[0]["logged_tokens"] == 262145
+    assert off[0]["expected_tokens"] == [logs.host_pool_tokens(131072, ratio)] and off[0]["kv_tokens"] == 131072
+
+
+def test_the_ratio_step_of_an_auto_sized_pool_allows_its_printed_rounding_only():
+    # 0.5.23's auto-sizing prints its ratio with 3 decimals: 1.2345 shows as 1.234 (or 1.235)
+    line = REAL_POOL.replace("262145", str(logs.host_pool_tokens(131072, 1.2345)))
+    assert real_watch(line).hicache_vs_request(ratio=1.234, ratio_step=logs.RATIO_HALF_STEP)["off"] == []
+    assert real_watch(line).hicache_vs_request(ratio=1.234)["off"]           # a ratio given exactly: exact
+    assert real_watch(line).hicache_vs_request(ratio=1.230, ratio_step=logs.RATIO_HALF_STEP)["off"]
+
+
+def test_sizes_alone_are_checked_within_the_printed_precision_of_each_number():
+    """A release that prints no token count (0.5.9's line): the real pool's 0.54 GB against the KV line's
+    0.13 + 0.13 GiB (each +/-0.005): ratio 2 passes, ratio 3 (0.81 GB) fails, both ways from the same numbers."""
+    line = "[2026-12-06 03:54:58] Allocating 0.54 GB host memory for hierarchical KV cache."
+    kv = "[2026-12-06 03:53:51] KV Cache is allocated. #tokens: 131072, K size: 0.13 GB, V size: 0.13 GB"
+    watch = real_watch(line, kv, release="0.5.9")
+    assert watch.hicache_tokens == {}
+    check = watch.hicache_vs_request(ratio=2.0)
+    assert check["off"] == []
+    off = watch.hicache_vs_request(ratio=3.0)["off"]
+    assert len(off) == 1 and off[0]["logged_gb"] == 0.54 and off[0]["allowed_gb"][0] > 0.79
+    # the range is the rounding of K, V (0.25..0.27 GiB) and the printed pool (+/-0.005), nothing more
+    lo, hi = off[0]["allowed_gb"]
+    per_token = (0.25 * 2 ** 30 / 131073, 0.27 * 2 ** 30 / 131072)
+    assert lo == pytest.approx(393217 * per_token[0] / 1e9 - 0.005, abs=1e-3)
+    assert hi == pytest.approx(393217 * per_token[1] / 1e9 + 0.005, abs=1e-3)
+    ok = real_watch(line.replace("0.54", "0.58"), kv, release="0.5.9").hicache_vs_request(ratio=2.0)
+    assert ok["off"] == []                      # 0.27 GiB x 2 = 0.5798 GB: still what the KV line allows
+    assert real_watch(line.replace("0.54", "0.59"), kv, release="0.5.9").hicache_vs_request(ratio=2.0)["off"]
+
+
+def test_hicache_size_is_checked_within_one_token_below_and_one_page_above():
+    watch = real_watch(REAL_POOL.replace("262145 tokens, 0.54", "250000 tokens, 0.50"))
+    assert watch.hicache_vs_request(size_gb=0.5)["off"] == []
+    assert watch.hicache_vs_request(size_gb=0.52)["off"]
+    assert watch.hicache_vs_request(size_gb=0.48)["off"]
+
