@@ -26,7 +26,12 @@ that no router lists while the routers list URLs no fleet worker is known by is 
 
 Reconcile: a fleet worker whose own ``/health`` answers 200 but that a router does not list (left out by an earlier
 failed re-add) is put back before a drain, and by the router role's verify, and said so: "already out" is never a
-reason to keep capacity out.
+reason to keep capacity out. Except a worker left out ON PURPOSE (issue 41): a rollout whose rolled-back worker did
+not verify records it as held out (state ``held_out``, in ``held_out_file`` on each router host: JSON
+``{"version": 1, "held_out": {url: {"reason", "when"}}}``); the reconcile never puts it back (its /health may well
+say 200 on a configuration that did not verify), it counts as out for ``max_unavailable``, and the verify does not
+wait for it. It stays out until a run verifies it: the re-add after a verified restart (``present``) and
+``released`` clear the record.
 
 A re-add carries the key the workers need (``worker_api_key``: the router passes it on to that worker); an answer
 "already exists" (SMG keeps a removed worker about 5 s in ``draining``) is not success: the re-add waits until the
@@ -38,6 +43,7 @@ Everything here takes its HTTP, clock and sleep as arguments, so the logic is te
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -47,6 +53,8 @@ try:
     from urllib.request import ProxyHandler, Request, build_opener
 except ImportError:  # pragma: no cover - Python 2
     raise
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 
 # The scheduler's gauges of requests it still holds (sglang/srt/observability/metrics_collector.py, 0.5.23;
 # metrics/collector.py, 0.5.9): running and waiting, and the disaggregation queues of a prefill or decode server
@@ -62,6 +70,9 @@ PD_KINDS = ("prefill", "decode")
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)(?P<labels>\{[^}]*\})?\s+(?P<value>\S+)")
 # with priority scheduling SGLang writes each queue twice: the total under priority="" and a breakdown per priority
 PRIORITY_BREAKDOWN = re.compile(r'[{,]\s*priority="[^"]+"')
+
+
+HELD_OUT_VERSION = 1
 
 
 class RouterError(Exception):
@@ -114,6 +125,34 @@ def in_flight_from_metrics(text):
                 continue
             total = (total or 0) + int(round(value))
     return total
+
+
+def read_held_out(path):
+    """{worker URL: {"reason", "when"}} of the workers held out on purpose; {} without a file (or without a path)."""
+    if not path:
+        return {}
+    try:
+        with open(path, "rb") as handle:
+            data = json.loads(handle.read().decode("utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (IOError, OSError) as exc:
+        raise RouterError("cannot read the held-out workers %s: %s" % (path, exc.strerror))
+    except (ValueError, UnicodeDecodeError):
+        raise RouterError("the held-out workers %s are not JSON: fix or remove it (every worker it named is then "
+                          "put back by the next reconcile)" % path)
+    if not isinstance(data, dict) or not isinstance(data.get("held_out"), dict):
+        raise RouterError("the held-out workers %s are not this collection's format" % path)
+    return dict((normalize_url(url), entry) for url, entry in data["held_out"].items())
+
+
+def write_held_out(path, held):
+    """The record, written atomically (root-only), its directory made when missing."""
+    directory = os.path.dirname(path)
+    if directory and not os.path.isdir(directory):
+        os.makedirs(directory, 0o700)
+    write_atomic(path, (json.dumps({"version": HELD_OUT_VERSION, "held_out": held}, indent=1, sort_keys=True)
+                        + "\n").encode("utf-8"), mode=0o600, root_owned=True)
 
 
 class Fleet(object):
@@ -235,15 +274,16 @@ class Fleet(object):
             return False
         raise RouterError("router %s: POST /workers %s answered %s: %s" % (router, url, code, text[:200]))
 
-    def put_back(self, workers):
+    def put_back(self, workers, held_out=()):
         """Reconcile: every worker of workers that answers its own /health 200 but is not listed by a router is
-        added to it. Returns {worker: [routers]} of what was put back."""
+        added to it, but never one held out on purpose (held_out). Returns {worker: [routers]} of what was put
+        back."""
         put = {}
         healthy = {}
         for router in self.routers:
             view = self.view(router)
             for worker in workers:
-                if worker in view:
+                if worker in view or worker in held_out:
                     continue
                 if worker not in healthy:
                     healthy[worker] = self.worker_healthy(worker)
@@ -393,6 +433,25 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
                kinds=params.get("kinds"))
     result = {"changed": False, "state": state, "workers": batch, "routers": {}, "log": fl.log, "put_back": {}}
     started = clock()
+    held_file = params.get("held_out_file") or ""
+    held = read_held_out(held_file)
+    if state in ("held_out", "released"):
+        # the record only: no router is asked
+        if not held_file:
+            raise Refused("state %s needs held_out_file" % state)
+        now = dict(held)
+        for worker in batch:
+            if state == "released":
+                now.pop(worker, None)
+            elif worker not in now:
+                now[worker] = {"reason": params.get("reason") or "left out by a run",
+                               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        result["changed"] = now != held
+        if result["changed"] and not check_mode:
+            write_held_out(held_file, now)
+        result["held_out"] = sorted(now)
+        result["seconds"] = round(clock() - started, 3)
+        return result
     if not routers:
         raise Refused("no router given")
     if state == "drained":
@@ -410,8 +469,9 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
                 "worker(s) %s listed by no router under any of their names (%s); the routers list URLs that name "
                 "no worker of the fleet: %s. Nothing was changed: name each worker as its routers do "
                 "(sglang_router_worker_address on the worker's host)" % (", ".join(unlisted), names, seen))
+        result["held_out"] = sorted(w for w in fleet if w in held)
         if not check_mode:
-            result["put_back"] = fl.put_back([w for w in fleet if w not in batch])
+            result["put_back"] = fl.put_back([w for w in fleet if w not in batch], held)
             if result["put_back"]:
                 before = fl.views()
         listed_somewhere = [w for w in batch if any(w in view for view in before.values())]
@@ -430,23 +490,31 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
         before = fl.views()
         missing = [w for w in batch if any(w not in view for view in before.values())]
         if check_mode:
-            result["changed"] = bool(missing)
+            result["changed"] = bool(missing) or any(w in held for w in batch)
         else:
             result["changed"] = fl.add(batch, float(params.get("timeout", 300)))
+            # verified and back: no longer held out here
+            if any(w in held for w in batch):
+                write_held_out(held_file, dict((w, e) for w, e in held.items() if w not in batch))
+                result["changed"] = True
+        result["held_out"] = sorted(w for w in held if w not in batch)
     elif state in ("verified", "reconciled"):
         deadline = clock() + float(params.get("timeout", 120))
-        wait_for = batch
+        # a worker held out on purpose is neither put back nor waited for (it is out until a run verifies it)
+        result["held_out"] = sorted(w for w in batch if w in held)
+        wait_for = [w for w in batch if w not in held]
         while state == "reconciled":
             # a router that was just (re)started does not answer yet: poll it, as the verify does, until the deadline
             try:
                 if check_mode:
                     views = fl.views()
-                    would = [w for w in batch if any(w not in view for view in views.values()) and fl.worker_healthy(w)]
+                    would = [w for w in wait_for
+                             if any(w not in view for view in views.values()) and fl.worker_healthy(w)]
                     result["changed"] = bool(would)
                     result["would_put_back"] = would
-                    wait_for = [w for w in batch if w not in would]
+                    wait_for = [w for w in wait_for if w not in would]
                 else:
-                    for worker, put in fl.put_back(batch).items():
+                    for worker, put in fl.put_back(batch, held).items():
                         result["put_back"].setdefault(worker, []).extend(put)
                     result["changed"] = bool(result["put_back"])
                 break

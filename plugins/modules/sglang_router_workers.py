@@ -15,7 +15,7 @@ description:
     C(DELETE /workers/<id>), C(POST /workers)); every action is done on B(every) router given.
   - V(drained) takes the O(workers) out of every router, then waits until each worker's own C(/metrics)
     says it holds no request (SGLang's C(sglang:num_running_reqs) + C(sglang:num_queue_reqs) and the
-    disaggregation queues of a prefill or decode server, C(sglang:num_prefill_bootstrap_queue_reqs) (0.5.9:
+    disaggregation queues of a prefill or decode server, C(sglang:num_prefill_bootstrap_queue_reqs) (in 0.5.9
     C(sglang:num_prefill_prealloc_queue_reqs)), C(sglang:num_prefill_inflight_queue_reqs),
     C(sglang:num_decode_prealloc_queue_reqs), C(sglang:num_decode_transfer_queue_reqs)), at most O(drain_timeout)
     seconds; what was still in flight then is returned in RV(cut). Refused before anything changes when it
@@ -29,6 +29,12 @@ description:
     listed by a router (left out by an earlier failed re-add; RV(put_back) says so), then verifies as V(verified).
     V(drained) does the same for the rest of O(fleet) before its safety check, so a worker left out earlier never
     keeps capacity out.
+  - A worker left out ON PURPOSE is never put back by either. V(held_out) records the O(workers) in
+    O(held_out_file) (on the host the module runs on, each router host; the rollout does it when a rolled-back
+    worker's old configuration did not verify). Such a worker counts as out for O(max_unavailable), is not waited
+    for by V(verified) and V(reconciled) (RV(held_out) names it), and stays out until a run verifies it; V(present)
+    (the re-add after a verified restart) or V(released) clear its record. V(held_out) and V(released) ask no
+    router.
   - Each worker is named by its URL in O(workers) and O(fleet) and may be listed by the routers under one of its
     O(aliases); the drain removes the entry each router lists and returns it in RV(listed_as), which the re-add
     takes back. A batch worker no router lists while the routers list URLs that name no fleet worker is refused,
@@ -70,8 +76,17 @@ options:
   state:
     description: What to do (see the description).
     type: str
-    choices: [drained, present, verified, reconciled, status]
+    choices: [drained, present, verified, reconciled, status, held_out, released]
     default: verified
+  held_out_file:
+    description:
+      - The record of the workers held out on purpose (JSON, mode 0600, written atomically; its directory made
+        when missing). Without it no worker is held out and V(held_out)/V(released) are refused.
+    type: path
+  reason:
+    description: For V(held_out), why the workers are held out (kept in O(held_out_file)).
+    type: str
+    default: ""
   max_unavailable:
     description: At most this many fleet workers out of a router at once, the batch counted in.
     type: int
@@ -185,6 +200,10 @@ put_back:
   description: Workers that answered their own health check but were not listed, put back, with the routers.
   returned: always
   type: dict
+held_out:
+  description: The workers held out on purpose (O(held_out_file)) among those acted on or of the fleet; never put back.
+  returned: always except state=status
+  type: list
 would_put_back:
   description: In check mode, the workers V(reconciled) would put back.
   returned: state=reconciled and check mode
@@ -210,8 +229,10 @@ def main():
             routers=dict(type="list", elements="str", required=True),
             workers=dict(type="list", elements="str", default=[]),
             fleet=dict(type="list", elements="str", default=[]),
-            state=dict(type="str", choices=["drained", "present", "verified", "reconciled", "status"],
-                       default="verified"),
+            state=dict(type="str", choices=["drained", "present", "verified", "reconciled", "status", "held_out",
+                                            "released"], default="verified"),
+            held_out_file=dict(type="path"),
+            reason=dict(type="str", default=""),
             max_unavailable=dict(type="int", default=1),
             drain_timeout=dict(type="float", default=300),
             timeout=dict(type="float", default=120),
@@ -262,6 +283,9 @@ def main():
         result = run(params, check_mode=module.check_mode)
     except RouterError as exc:
         module.fail_json(msg=str(exc))
+    if result.get("held_out") and params["state"] in ("verified", "reconciled", "drained"):
+        module.warn("held out on purpose until a run verifies them (%s): %s"
+                    % (params["held_out_file"], ", ".join(result["held_out"])))
     module.exit_json(**result)
 
 

@@ -376,3 +376,44 @@ def test_never_the_last_healthy_worker_of_either_kind():
     fake = pd_fleet()
     with pytest.raises(Refused, match="last healthy prefill worker"):
         go(fake, workers=[W[0], W[1]], kinds=KINDS, max_unavailable=2)
+
+
+# ---- a worker left out on purpose (issue 41 defect 4) --------------------------------------------------------------
+def test_a_worker_held_out_on_purpose_is_never_put_back_until_a_run_verifies_it(tmp_path):
+    """Fails on 59633b9 (any worker whose /health answers 200 was put back): w3's rollback did not verify, the
+    rollout recorded it held out; its /health says 200 (a configuration that did not verify may answer), yet
+    neither the router role's reconcile nor the next drain puts it back; the re-add after a verified restart does
+    and clears the record."""
+    record = str(tmp_path / "held" / "router-held-out.json")
+    fake = FakeFleet()
+    for listed in fake.lists.values():
+        del listed[W[2]]
+    held = go(fake, workers=[W[2]], state="held_out", held_out_file=record, reason="rollback did not verify")
+    assert held["changed"] is True and held["held_out"] == [W[2]] and not fake.calls
+    assert oct(os.stat(record).st_mode & 0o777) == "0o600"
+    assert go(fake, workers=[W[2]], state="held_out", held_out_file=record)["changed"] is False
+    # the router role's verify: nothing put back, not waited for, said so
+    result = go(fake, state="reconciled", workers=W, timeout=5, held_out_file=record)
+    assert result["put_back"] == {} and result["changed"] is False and result["held_out"] == [W[2]]
+    assert all(W[2] not in listed for listed in fake.lists.values())
+    # the next drain of another worker: not put back first, and it still counts as out (max_unavailable=1)
+    with pytest.raises(Refused, match="max_unavailable=1"):
+        go(fake, held_out_file=record)
+    assert all(W[2] not in listed for listed in fake.lists.values())
+    result = go(fake, max_unavailable=2, held_out_file=record)
+    assert result["put_back"] == {} and result["held_out"] == [W[2]]
+    # a run that verifies it: put back (state present) and the record cleared
+    back = go(fake, workers=[W[2]], state="present", held_out_file=record)
+    assert back["changed"] is True and back["held_out"] == []
+    assert json.load(open(record))["held_out"] == {}
+    assert all(W[2] in listed for listed in fake.lists.values())
+
+
+def test_released_clears_the_record_and_an_unreadable_record_refuses(tmp_path):
+    record = tmp_path / "router-held-out.json"
+    fake = FakeFleet()
+    go(fake, workers=[W[2]], state="held_out", held_out_file=str(record))
+    assert go(fake, workers=[W[2]], state="released", held_out_file=str(record))["held_out"] == []
+    record.write_text("{not json")
+    with pytest.raises(RouterError, match="not JSON"):
+        go(fake, state="reconciled", workers=W, held_out_file=str(record))
