@@ -135,7 +135,8 @@ def read(directory, paths, active_since=0, invocation_id=""):
     # the kept copies the manifest names that are gone (an operator's rm): the set must be written again
     missing = [entry["kept_at"] for entry in entries.values()
                if isinstance(entry, dict) and isinstance(entry.get("kept_at"), str) and not os.path.lexists(entry["kept_at"])]
-    return {"files": dict(states), "manifest": data, "stale": stale, "problem": problem, "copies_missing": missing}
+    return {"files": dict(states), "manifest": data, "stale": stale, "problem": problem, "copies_missing": missing,
+            "restore_open": open_restore(directory)}
 
 
 def _write_atomic(dest, data):
@@ -205,4 +206,110 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
                         os.unlink(full)
             except FileNotFoundError:
                 continue
+    # the files on disk were verified just now: a restore left open by a rollback is finished
+    if open_restore(directory):
+        written.append(os.path.join(directory, RESTORE))
+        if not check_mode:
+            os.unlink(os.path.join(directory, RESTORE))
     return {"changed": bool(written), "written": list(dict.fromkeys(written)), "manifest": data}
+
+
+# ---- a rollback in progress (the open restore) ------------------------------------------------------------------
+# A rollback stops the failed invocation, puts the last-good set back file by file, restarts and verifies. Killed
+# after the stop, or failing at one copy, it leaves the unit stopped on a mix of files. So it is recorded first:
+# ``restore.json`` beside the manifest (the manifest's invocation and when the restore began), written before the
+# failed invocation is stopped, removed only by ``keep`` after the restored set verified. A run that finds it open
+# (``read``'s ``restore_open``) finishes the restore before anything else, also when the unit is stopped.
+RESTORE = "restore.json"
+
+
+def open_restore(directory):
+    """The open restore ({"invocation_id", "since", "reason"}), or {} when no rollback is in progress. A record
+    that cannot be read still counts as open (the rollback it belongs to did not finish)."""
+    path = os.path.join(directory, RESTORE)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        return {"invocation_id": "", "since": 0, "reason": "unreadable record %s (%s)" % (path, exc)}
+    return data if isinstance(data, dict) and data else {"invocation_id": "", "since": 0, "reason": "empty record"}
+
+
+def begin_restore(directory, reason="", check_mode=False):
+    """Before the failed invocation is stopped: open the restore of the manifest's set (nothing is written when
+    there is no manifest with a restorable file: no set to go back to, or one is open already).
+    Returns {"changed", "written", "restore_open"}."""
+    data, _problem = load_manifest(directory)
+    files = data.get("files") if isinstance(data.get("files"), dict) else {}
+    if not any(isinstance(entry, dict) and entry.get("restorable") for entry in files.values()):
+        return {"changed": False, "written": [], "restore_open": open_restore(directory)}
+    current = open_restore(directory)
+    if current:
+        return {"changed": False, "written": [], "restore_open": current}
+    record = {"invocation_id": str(data.get("invocation_id") or ""), "since": round(time.time(), 3),
+              "reason": str(reason or "")[:500]}
+    dest = os.path.join(directory, RESTORE)
+    if not check_mode:
+        _write_atomic(dest, manifest_text(record).encode("utf-8"))
+    return {"changed": True, "written": [dest], "restore_open": record}
+
+
+def _owner_ids(entry):
+    try:
+        uid = pwd.getpwnam(entry.get("owner") or "root").pw_uid
+    except KeyError:
+        uid = 0
+    try:
+        gid = grp.getgrnam(entry.get("group") or "root").gr_gid
+    except KeyError:
+        gid = 0
+    return uid, gid
+
+
+def restore(directory, check_mode=False):
+    """Put back every restorable file of the manifest as the last verified start had it: each kept copy renamed
+    into place through a temporary file with the recorded mode and owner (only where content, mode or owner
+    differ), each file it did not have removed. Idempotent: run again after a kill or a failed copy, it does
+    what is left. The open restore stays open (``keep`` closes it after the restored set verified).
+    Returns {"changed", "put_back", "removed", "missing", "manifest"}; ``missing`` names kept copies that are gone
+    (those files cannot be put back)."""
+    data, problem = load_manifest(directory)
+    files = data.get("files") if isinstance(data.get("files"), dict) else {}
+    put_back, removed, missing = [], [], []
+    for path, entry in sorted(files.items()):
+        if not isinstance(entry, dict) or not entry.get("restorable"):
+            continue
+        if not entry.get("exists"):
+            if os.path.lexists(path):
+                removed.append(path)
+                if not check_mode:
+                    os.unlink(path)
+            continue
+        kept = entry.get("kept_at")
+        if not isinstance(kept, str) or not os.path.isfile(kept):
+            missing.append(kept or path)
+            continue
+        with open(kept, "rb") as handle:
+            content = handle.read()
+        mode = int(str(entry.get("mode") or "0600"), 8)
+        uid, gid = _owner_ids(entry)
+        try:
+            info = os.lstat(path)
+            same = (stat_mod.S_ISREG(info.st_mode) and stat_mod.S_IMODE(info.st_mode) == mode
+                    and (os.geteuid() != 0 or (info.st_uid, info.st_gid) == (uid, gid)))
+            if same:
+                with open(path, "rb") as handle:
+                    same = handle.read() == content
+        except (FileNotFoundError, NotADirectoryError):
+            same = False
+        if same:
+            continue
+        put_back.append(path)
+        if not check_mode:
+            write_atomic(path, content, mode=mode, prefix=".gpuserve-restore-")
+            if os.geteuid() == 0:
+                os.chown(path, uid, gid)
+    return {"changed": bool(put_back or removed), "put_back": put_back, "removed": removed, "missing": missing,
+            "manifest": data, "problem": problem}

@@ -21,7 +21,14 @@ description:
     that exists under a name of O(invocation_id), then the manifest (sha256, mode and owner of each file of
     O(paths), none for O(secret_paths)) renamed into place, then the copies no manifest names any more removed.
     Each file goes through a temporary file and a rename, only where its content, mode or owner differs; a kill
-    at any point leaves the old set or the new one.
+    at any point leaves the old set or the new one. It also closes an open restore (the files on disk verified).
+  - A rollback, in two calls around the stop of the failed invocation. O(state=restoring), before the stop,
+    opens the restore (C(restore.json) beside the manifest: the manifest's invocation and when it began);
+    O(state=restored) puts back each restorable file of the manifest as the last verified start had it (the kept
+    copy through a temporary file and a rename, with its mode and owner; a file it did not have removed), only
+    where it differs. The restore stays open until O(state=kept) after the restored set verified, so that a
+    rollback killed after the stop, or failing at one copy, is finished by the next run (O(state=read) returns it
+    as C(restore_open)), also when the unit is stopped.
 author:
   - gpuserve.sglang maintainers (@gpuserve)
 extends_documentation_fragment:
@@ -29,7 +36,7 @@ extends_documentation_fragment:
 attributes:
   check_mode:
     support: full
-    details: O(state=kept) reports what it would write and writes nothing.
+    details: O(state=kept), O(state=restoring) and O(state=restored) report what they would write and write nothing.
   diff_mode:
     support: none
     details: Reports the paths written.
@@ -37,9 +44,11 @@ attributes:
     details: Linux.
 options:
   state:
-    description: V(read) the set and the files, or V(kept) (write the set after a verified start).
+    description:
+      - V(read) the set and the files, V(kept) (write the set after a verified start), V(restoring) (open a
+        rollback's restore) or V(restored) (put the set back).
     type: str
-    choices: [read, kept]
+    choices: [read, kept, restoring, restored]
     default: read
   directory:
     description: The last-good directory (C(<sglang_backup_dir>/last-good)); an absolute path.
@@ -72,6 +81,10 @@ options:
         stale).
     type: int
     default: 0
+  reason:
+    description: O(state=restoring) only. Why the rollback began (kept in the record, at most 500 characters; no secret).
+    type: str
+    default: ""
 """
 
 EXAMPLES = r"""
@@ -118,8 +131,29 @@ copies_missing:
   type: list
   elements: str
 written:
-  description: O(state=kept). The paths written or removed (in check mode, those it would write or remove).
-  returned: state is kept
+  description: O(state=kept) or O(state=restoring). The paths written or removed (in check mode, those it would write or remove).
+  returned: state is kept or restoring
+  type: list
+  elements: str
+restore_open:
+  description:
+    - O(state=read) or O(state=restoring). The open restore of a rollback that has not verified yet
+      (C(invocation_id) of the set it goes back to, C(since), C(reason)); V({}) when none is open.
+  returned: state is read or restoring
+  type: dict
+put_back:
+  description: O(state=restored). The files put back (in check mode, those it would put back).
+  returned: state is restored
+  type: list
+  elements: str
+removed:
+  description: O(state=restored). The files removed because the last verified start did not have them.
+  returned: state is restored
+  type: list
+  elements: str
+missing:
+  description: O(state=restored). Kept copies the manifest names that are gone (the module fails naming them).
+  returned: state is restored
   type: list
   elements: str
 """
@@ -134,13 +168,14 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            state=dict(type="str", choices=["read", "kept"], default="read"),
+            state=dict(type="str", choices=["read", "kept", "restoring", "restored"], default="read"),
             directory=dict(type="path", required=True),
             paths=dict(type="list", elements="path", required=True),
             restorable=dict(type="list", elements="path", default=[]),
             secret_paths=dict(type="list", elements="path", default=[], no_log=False),  # paths, not secrets
             invocation_id=dict(type="str", default=""),
             active_since=dict(type="int", default=0),
+            reason=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -157,6 +192,22 @@ def main():
         if problem:
             module.warn(problem)
         module.exit_json(changed=False, **result)
+    if params["state"] in ("restoring", "restored"):
+        try:
+            if params["state"] == "restoring":
+                result = _last_good.begin_restore(params["directory"], params["reason"], check_mode=module.check_mode)
+            else:
+                result = _last_good.restore(params["directory"], check_mode=module.check_mode)
+        except OSError as exc:
+            module.fail_json(msg="sglang_last_good: the last good set in %s could not be put back: %s (the restore "
+                             "stays open: the next run finishes it)" % (params["directory"], exc))
+        problem = result.pop("problem", None)
+        if problem:
+            module.warn(problem)
+        if result.get("missing"):
+            module.fail_json(msg="sglang_last_good: the kept copies %s are gone: those files cannot be put back (the "
+                             "restore stays open)" % ", ".join(result["missing"]), **result)
+        module.exit_json(**result)
     try:
         result = _last_good.keep(params["directory"], params["paths"], params["restorable"], params["secret_paths"],
                                  params["invocation_id"], check_mode=module.check_mode)

@@ -226,3 +226,74 @@ def test_read_names_the_kept_copies_that_are_gone(tmp_path):
     assert lg.read(directory, paths, 0, "inv1")["copies_missing"] == [gone]
     lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
     assert lg.read(directory, paths, 0, "inv1")["copies_missing"] == []
+
+
+# ---- a rollback killed or failing half way is finished by the next run (issue 39, defect 6) ----------------------
+def test_a_rollback_killed_half_way_is_open_and_the_next_run_finishes_it(tmp_path, monkeypatch):
+    """Old code: the rollback's copies were tasks, and nothing recorded that one had begun: killed after the stop
+    of the failed invocation (or one copy failing), the unit stayed stopped on a mix of files and the next run
+    started that mix ("start when not running") without a rollback. Now the restore is open from before the stop
+    until the restored set verified, read() says so, and restore() run again puts back what is left."""
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "backup" / "last-good")
+    lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
+    good = {path: open(path).read() for path in paths[:3]}
+    assert lg.read(directory, paths, 0, "inv1")["restore_open"] == {}
+    # a change: new unit, new nccl.env, a new .pth hook the last good start did not have
+    for path, text in ((paths[0], "[Service]\nExecStart=/new\n"), (paths[1], "NCCL_PROTO=LL\n"), (paths[3], "x\n")):
+        with open(path, "w") as handle:
+            handle.write(text)
+    opened = lg.begin_restore(directory, reason="the new configuration failed verification")
+    assert opened["changed"] and opened["restore_open"]["invocation_id"] == "inv1"
+    assert lg.begin_restore(directory)["changed"] is False        # already open: kept as it is
+    # the first copy goes back, the second fails (a full disk, or the run is killed there)
+    real = lg.write_atomic
+    calls = []
+
+    def second_copy_fails(dest, data, **kwargs):
+        calls.append(dest)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(dest, data, **kwargs)
+    monkeypatch.setattr(lg, "write_atomic", second_copy_fails)
+    with pytest.raises(OSError):
+        lg.restore(directory)
+    monkeypatch.setattr(lg, "write_atomic", real)
+    # the next run, whatever the unit's state: the restore is still open
+    state = lg.read(directory, paths, 0, "")
+    assert state["restore_open"]["invocation_id"] == "inv1"
+    assert state["restore_open"]["reason"] == "the new configuration failed verification"
+    finished = lg.restore(directory)
+    assert finished["missing"] == [] and finished["put_back"] and set(finished["put_back"]) <= set(paths[:3])
+    assert {path: open(path).read() for path in paths[:3]} == good and not os.path.exists(paths[3])
+    assert lg.restore(directory)["changed"] is False              # nothing left to do
+    assert lg.read(directory, paths, 0, "")["restore_open"]       # open until the restored set verified
+    closed = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv2")
+    assert os.path.join(directory, lg.RESTORE) in closed["written"]
+    assert lg.read(directory, paths, 0, "inv2")["restore_open"] == {}
+
+
+def test_no_restore_opens_without_a_set_to_go_back_to(tmp_path):
+    directory = str(tmp_path / "last-good")
+    assert lg.begin_restore(directory) == {"changed": False, "written": [], "restore_open": {}}
+    assert lg.restore(directory)["changed"] is False
+    assert not os.path.exists(directory)
+
+
+def test_module_opens_and_finishes_a_restore(tmp_path):
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "last-good")
+    _run_module(tmp_path, {"state": "kept", "directory": directory, "paths": paths, "restorable": paths[:2],
+                           "invocation_id": "inv1"})
+    with open(paths[0], "w") as handle:
+        handle.write("[Service]\nExecStart=/new\n")
+    opened = _run_module(tmp_path, {"state": "restoring", "directory": directory, "paths": paths, "reason": "failed"})
+    assert opened["changed"] and opened["restore_open"]["invocation_id"] == "inv1"
+    read = _run_module(tmp_path, {"directory": directory, "paths": paths})
+    assert read["restore_open"]["invocation_id"] == "inv1"
+    restored = _run_module(tmp_path, {"state": "restored", "directory": directory, "paths": paths})
+    assert restored["changed"] and restored["put_back"] == [paths[0]]
+    assert open(paths[0]).read() == "[Service]\n"
+    os.unlink(lg.copy_path(directory, paths[1], "inv1"))
+    gone = _run_module(tmp_path, {"state": "restored", "directory": directory, "paths": paths})
+    assert gone["failed"] and "cannot be put back" in gone["msg"] and "restore stays open" in gone["msg"]
