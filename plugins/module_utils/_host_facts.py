@@ -34,7 +34,8 @@ OVERRIDE_RE = re.compile(r"(ExecStart|Environment|EnvironmentFile) *=")
 PYTHON_PROBE = ("import importlib.util, importlib.metadata as m, json, sysconfig\n"
                 "try:\n release = m.version('sglang')\nexcept m.PackageNotFoundError:\n release = ''\n"
                 "print(json.dumps({'purelib': sysconfig.get_paths()['purelib'], "
-                "'sglang': importlib.util.find_spec('sglang') is not None, 'release': release}))")
+                "'sglang': importlib.util.find_spec('sglang') is not None, 'release': release, "
+                "'jit': importlib.util.find_spec('tvm_ffi') is not None}))")
 
 
 class HostFactsError(Exception):
@@ -203,19 +204,39 @@ def probe_python(python, run=subprocess.run, timeout=120):
         proc = run([python, "-I", "-c", PYTHON_PROBE], stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
                    timeout=timeout, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return {"purelib": "", "sglang": None, "release": "", "error": "%s: %s" % (python, exc)}
+        return {"purelib": "", "sglang": None, "release": "", "jit": False, "error": "%s: %s" % (python, exc)}
     out = proc.stdout.decode("utf-8", "replace").strip().splitlines()
     try:
         answer = json.loads(out[-1]) if proc.returncode == 0 and out else None
     except ValueError:
         answer = None
     if not isinstance(answer, dict):
-        return {"purelib": "", "sglang": None, "release": "",
+        return {"purelib": "", "sglang": None, "release": "", "jit": False,
                 "error": "%s exited %d: %s" % (python, proc.returncode,
                                                proc.stderr.decode("utf-8", "replace").strip()[-500:])}
     release = str(answer.get("release") or "")
     return {"purelib": str(answer.get("purelib") or ""), "sglang": bool(answer.get("sglang")),
-            "release": release if re.match(r"^\d+(?:\.\d+)*[\w.+-]*$", release) else "", "error": ""}
+            "release": release if re.match(r"^\d+(?:\.\d+)*[\w.+-]*$", release) else "",
+            "jit": bool(answer.get("jit")), "error": ""}
+
+
+def jit_toolchain_problems(cuda_home, release=""):
+    """Why SGLang's first start could not compile its own CUDA kernels with this CUDA home ([] when it can).
+    Releases with tvm-ffi JIT kernels (0.5.17 on an H100/H200: 7 kernels, 7-10 s each, docs/validation.md) run
+    $CUDA_HOME/bin/nvcc and link -L$CUDA_HOME/lib64 -lcudart; a home without either fails that start ("cannot find
+    -lcudart", or ninja's FileNotFoundError), after the old server was stopped."""
+    home = cuda_home if _clean(cuda_home) else ""
+    missing = []
+    nvcc = os.path.join(home, "bin", "nvcc") if home else ""
+    if not (nvcc and os.path.isfile(nvcc) and os.access(nvcc, os.X_OK)):
+        missing.append("bin/nvcc")
+    if not (home and os.path.exists(os.path.join(home, "lib64", "libcudart.so"))):
+        missing.append("lib64/libcudart.so")
+    if not missing:
+        return []
+    return ["SGLang %s compiles its own CUDA kernels (tvm-ffi) at its first start and needs CUDA_HOME (%s) to hold "
+            "bin/nvcc and lib64/libcudart.so; missing: %s. Install the CUDA toolkit (gpuserve.sglang.cuda) or set "
+            "cuda_home to a CUDA home that has both" % (release or "(this release)", home or "unset", ", ".join(missing))]
 
 
 def usable_cpus():
@@ -257,14 +278,14 @@ def model_check(spec, release, run=subprocess.run):
 
 
 def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_dir="", paths=(),
-           probe=False, run=subprocess.run, files=(), user="", unit_state_wanted=False, models=None):
+           probe=False, run=subprocess.run, files=(), user="", unit_state_wanted=False, models=None, cuda_home=""):
     """Everything in one dict (see the module's RETURN)."""
     python, versioned = interpreter(python_given, install_record, venv)
     facts = {"python": python, "versioned_venv": versioned, "python_exists": False,
              "purelib": "", "sglang_installed": None, "sglang_release": "", "python_error": "",
              "cpus": usable_cpus(),
              "cuda": {}, "dropins": [], "dropin_overrides": [], "paths": {}, "files": {}, "account": {},
-             "unit_state": {}}
+             "unit_state": {}, "sglang_jit": False, "jit_problems": []}
     facts["files"] = fingerprints([path for path in files if _clean(path)])
     if user and re.match(r"^[a-z_][a-z0-9_-]*[$]?$", user):
         facts["account"] = account(user)
@@ -282,6 +303,11 @@ def gather(python_given, install_record, venv, cuda_fact_file="", unit="", unit_
             answer = probe_python(python, run=run)
             facts["purelib"], facts["sglang_installed"], facts["sglang_release"], facts["python_error"] = (
                 answer["purelib"], answer["sglang"], answer["release"], answer["error"])
+            facts["sglang_jit"] = bool(answer.get("jit")) and bool(answer["sglang"])
+    if facts["sglang_jit"]:
+        # the CUDA home the unit gets: the one given, else the cuda role's (its facts file), else /usr/local/cuda
+        home = cuda_home or str(facts["cuda"].get("cuda_home") or "") or "/usr/local/cuda"
+        facts["jit_problems"] = jit_toolchain_problems(home, facts["sglang_release"])
     if models and models.get("items"):
         facts["models"] = model_check(models, facts["sglang_release"], run=run)
     return facts

@@ -45,6 +45,13 @@ options:
     description: The CUDA facts file to read (empty, the default, reads none).
     type: str
     default: ""
+  cuda_home:
+    description:
+      - The CUDA home the unit is given (C(cuda_home)); empty takes the CUDA facts file's, else C(/usr/local/cuda).
+      - With O(probe), when the interpreter's SGLang compiles its own kernels (C(tvm_ffi) importable), RV(jit_problems)
+        says what that CUDA home lacks (C(bin/nvcc), C(lib64/libcudart.so)).
+    type: str
+    default: ""
   unit:
     description: The unit's name without C(.service), for its drop-in directory (empty reads none).
     type: str
@@ -141,6 +148,15 @@ python_error:
   description: Why the interpreter could not answer (O(probe)).
   returned: always
   type: str
+sglang_jit:
+  description: Whether the interpreter's SGLang compiles its own CUDA kernels at its first start (C(tvm_ffi)), O(probe).
+  returned: always
+  type: bool
+jit_problems:
+  description: What the CUDA home lacks for that compile (the server role refuses before any change); V([]) when fine.
+  returned: always
+  type: list
+  elements: str
 cuda:
   description: The CUDA facts file's content; V({}) when absent or not asked.
   returned: always
@@ -203,6 +219,7 @@ def main():
             user=dict(type="str", default=""),
             unit_state=dict(type="bool", default=False),
             models=dict(type="dict", default={}),
+            cuda_home=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -212,7 +229,7 @@ def main():
                                    cuda_fact_file=params["cuda_fact_file"], unit=params["unit"],
                                    unit_dir=params["unit_dir"], paths=params["paths"], probe=params["probe"],
                                    files=params["files"], user=params["user"], unit_state_wanted=params["unit_state"],
-                                   models=params["models"])
+                                   models=params["models"], cuda_home=params["cuda_home"])
     except _host_facts.HostFactsError as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, **facts)

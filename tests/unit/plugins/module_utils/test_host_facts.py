@@ -163,3 +163,60 @@ def test_unit_state_parses_systemctl_show_and_survives_its_absence():
     def missing(argv, **kw):
         raise OSError("no systemctl")
     assert _host_facts.unit_state("sglang-kimi", run=missing) == {}
+
+
+def _fake_interpreter(tmp_path, jit):
+    """A 'python' whose probe answers like a venv with SGLang 0.5.17 (and tvm-ffi when jit)."""
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    answer = json.dumps({"purelib": "/opt/v/lib", "sglang": True, "release": "0.5.17", "jit": jit})
+    python.write_text("#!/bin/sh\necho '%s'\n" % answer)
+    python.chmod(0o755)
+    return str(python)
+
+
+def _cuda_home(tmp_path, nvcc=True, cudart=True):
+    home = tmp_path / "cuda"
+    (home / "bin").mkdir(parents=True)
+    (home / "lib64").mkdir()
+    if nvcc:
+        (home / "bin" / "nvcc").write_text("#!/bin/sh\n")
+        (home / "bin" / "nvcc").chmod(0o755)
+    if cudart:
+        (home / "lib64" / "libcudart.so").write_text("")
+    return str(home)
+
+
+@pytest.mark.parametrize("nvcc,cudart,missing", [(False, True, "bin/nvcc"), (True, False, "lib64/libcudart.so"),
+                                                  (False, False, "bin/nvcc, lib64/libcudart.so")])
+def test_a_jit_compiling_sglang_is_refused_a_cuda_home_without_nvcc_or_libcudart(tmp_path, nvcc, cudart, missing):
+    # the real 0.5.17 server's first start compiles 7 kernels with $CUDA_HOME/bin/nvcc and links -lcudart from
+    # $CUDA_HOME/lib64 (docs/validation.md): a home without either must be refused before any stop
+    facts = _host_facts.gather(_fake_interpreter(tmp_path, True), "", "/opt/sglang/venv", probe=True,
+                               cuda_home=_cuda_home(tmp_path, nvcc, cudart))
+    assert facts["sglang_jit"] is True
+    assert len(facts["jit_problems"]) == 1
+    assert "missing: %s" % missing in facts["jit_problems"][0] and "0.5.17" in facts["jit_problems"][0]
+
+
+def test_a_complete_cuda_home_or_a_release_without_jit_kernels_is_not_refused(tmp_path):
+    home = _cuda_home(tmp_path)
+    assert _host_facts.gather(_fake_interpreter(tmp_path, True), "", "/v", probe=True, cuda_home=home)["jit_problems"] == []
+    other = tmp_path / "other"
+    other.mkdir()
+    facts = _host_facts.gather(_fake_interpreter(other, False), "", "/v", probe=True, cuda_home=str(tmp_path / "none"))
+    assert facts["sglang_jit"] is False and facts["jit_problems"] == []
+
+
+def test_the_cuda_home_checked_is_the_cuda_roles_when_none_is_given(tmp_path):
+    fact_file = tmp_path / "gpuserve_cuda.fact"
+    fact_file.write_text(json.dumps({"cuda_home": str(tmp_path / "no-such-cuda")}))
+    facts = _host_facts.gather(_fake_interpreter(tmp_path, True), "", "/v", probe=True, cuda_fact_file=str(fact_file))
+    assert str(tmp_path / "no-such-cuda") in facts["jit_problems"][0]
+
+
+def test_the_unit_keeps_sglangs_jit_kernels_in_its_cache_directory():
+    with open(os.path.join(ROOT, "roles", "server", "templates", "sglang.service.j2"), encoding="utf-8") as handle:
+        template = handle.read()
+    assert "Environment=TVM_FFI_CACHE_DIR=/var/cache/sglang/tvm-ffi" in template
+    assert template.index("CacheDirectory=sglang") < template.index("TVM_FFI_CACHE_DIR")

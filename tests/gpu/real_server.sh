@@ -1,0 +1,258 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-3.0-or-later
+# The real-SGLang GPU lane (issue 40): the collection deploys a REAL SGLang server on a lent GPU machine, under a
+# real systemd, and everything the stand-in only imitates is checked against it. Not run by run_all.sh: it needs
+# the carried folder .gpu-carry/ that tests/gpu/real_server/build-carry.sh makes on a machine with PyPI
+# (SGLang 0.5.17 and what its start imports, as a pip --target tree; Debian 12's systemd 252 packages) and the
+# ansible-core wheels of tests/gpu/fetch-wheels.sh in .whl/. Run from the repo root there:
+#   bash tests/gpu/real_server.sh            (stages resume: a second call goes on where the first stopped)
+# What runs, in order (each stage labelled; the lane goes on past a failed step and exits 1 if any failed):
+#   setup   systemd 252 as PID 1 of its own PID/mount/cgroup namespaces (the machine's PID 1 is not systemd);
+#           SGLang 0.5.17 put first on the path of the image's torch venv (a .pth); a tiny random Llama
+#   plan    gpuserve.sglang.sglang_memory_plan for ratio 2 and 3 on this GPU (held against the printed sizes later)
+#   deploy  the server role (local connection, run INSIDE systemd's namespaces) at --hicache-ratio 2: the unit,
+#           the launcher with an API key, the first start (SGLang compiles its kernels), HiCache verified in that
+#           invocation's journal, the answers and benchmark gates, the record
+#   again   the same input again: nothing changes, nothing restarts (same invocation)
+#   ratio3  --hicache-ratio 3: the restart through SGLang's own SIGKILL of its process group (exit 137), verified
+#   fatal   --hicache-ratio 1000: "Not enough host memory" quoted, rolled back to ratio 3, the restored server verified
+#   verify  verify.yml, read-only: nothing under /etc/sglang changes
+set -u
+# shellcheck source=tests/gpu/lib.sh
+. "$(dirname "$0")/lib.sh"
+GPU_KEEP_WORK=1
+gpu_lib_init real_server
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+CARRY="$REPO/.gpu-carry"
+STATE=/var/tmp/gpuserve-real          # stage markers and what later stages need (kept across calls)
+mkdir -p "$STATE/logs"
+LOGS="$STATE/logs"          # the role runs' logs (kept across calls)
+SITE=/opt/sglang-site
+MODEL=/srv/models/tiny-llama
+OUTDIR="${OUT:-/tmp/gpu-out}"; mkdir -p "$OUTDIR"
+BUDGET=${REAL_BUDGET_S:-540}          # seconds this call may spend before it leaves the rest to the next call
+T0=$SECONDS
+el() { echo "$((SECONDS - T0))s"; }
+late() { [ $((SECONDS - T0)) -gt "$1" ]; }
+done_stage() { [ -f "$STATE/done.$1" ]; }
+mark() { touch "$STATE/done.$1"; echo "--- stage $1 done at $(el)"; }
+
+# ---------------------------------------------------------------------------------------------------------------
+step "setup ($(el))"
+if ! done_stage setup; then
+  PY0=$(command -v python3)
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ans "$REPO"/.whl/*.whl \
+    || bad "ansible-core wheels"
+  # systemd 252 (Debian 12), staged and copied into the merged /usr: only the libraries the machine lacks
+  S=/tmp/sdstage; rm -rf $S; mkdir -p $S
+  for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" $S; done
+  L=/usr/lib/x86_64-linux-gnu
+  for lib in $S/lib/x86_64-linux-gnu/*.so* $S/usr/lib/x86_64-linux-gnu/*.so*; do [ -e "$L/$(basename "$lib")" ] || cp -a "$lib" $L/; done
+  mkdir -p /usr/lib/systemd $L/systemd /etc/systemd/system /var/log/journal
+  cp -a $S/lib/systemd/. /usr/lib/systemd/; cp -a $S/usr/lib/x86_64-linux-gnu/systemd/. $L/systemd/ 2>/dev/null
+  [ -d $S/usr/lib/systemd ] && cp -an $S/usr/lib/systemd/. /usr/lib/systemd/
+  cp -a $S/bin/. /usr/bin/ 2>/dev/null; cp -an $S/usr/bin/. /usr/bin/ 2>/dev/null
+  cp -an $S/etc/systemd/. /etc/systemd/ 2>/dev/null; ldconfig
+  [ -s /etc/machine-id ] || systemd-machine-id-setup >/dev/null 2>&1
+  export container=other
+  setsid unshare --pid --fork --mount --cgroup --propagation private bash -c 'mount -t proc proc /proc; mount -t tmpfs tmpfs /run; umount /sys/fs/cgroup 2>/dev/null; mount -t cgroup2 cgroup2 /sys/fs/cgroup; exec /usr/lib/systemd/systemd --system' \
+    > /tmp/sd-pid1.log 2>&1 < /dev/null &
+  # SGLang 0.5.17 and its start's packages, first on the torch venv's path (its transformers must win)
+  mkdir -p $SITE
+  "$PY0" -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='fully_trusted')" "$CARRY/site.tar.xz" $SITE \
+    || bad "unpack SGLang"
+  chmod -R a+rX $SITE
+  SP=$("$PY0" -c 'import site; print(site.getsitepackages()[0])')
+  echo "import sys; sys.path.insert(0, '$SITE')" > "$SP/00-gpuserve-sglang-0517.pth"
+  mkdir -p "$(dirname $MODEL)"
+  "$PY0" "$REPO/tests/gpu/real_server/make_tiny_model.py" $MODEL > /dev/null 2>&1 || bad "tiny model"
+  chmod -R a+rX /srv/models
+  # CUDA_HOME with bin/nvcc AND lib64/libcudart.so (SGLang's JIT links -lcudart)
+  CH=""; for c in "${CUDA_HOME:-}" /usr/local/cuda; do [ -n "$c" ] && [ -x "$c/bin/nvcc" ] && [ -e "$c/lib64/libcudart.so" ] && { CH=$c; break; }; done
+  for i in $(seq 1 30); do
+    SD=$(ps -eo pid,args | awk '$2=="/usr/lib/systemd/systemd" && $3=="--system" {print $1}' | head -1)
+    [ -n "$SD" ] && nsenter -t "$SD" -a systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded' && break
+    sleep 1
+  done
+  {
+    echo "SD=$SD"; echo "PY0=$PY0"; echo "CH=$CH"; echo "SMI_DIR=$(dirname "$(command -v nvidia-smi)")"
+  } > "$STATE/env"
+  echo "systemd pid ${SD:-none}: $(nsenter -t "${SD:-1}" -a systemctl is-system-running 2>&1); CUDA_HOME=${CH:-none}"
+  "$PY0" -c 'import sglang, sgl_kernel, transformers; print("sglang", sglang.__version__, "transformers", transformers.__version__)' \
+    || bad "import sglang"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  if [ -n "${SD:-}" ] && [ -n "$CH" ]; then mark setup; else bad "systemd or CUDA_HOME missing"; tail -20 /tmp/sd-pid1.log; gpu_lib_finish; fi
+fi
+# shellcheck disable=SC1091
+. "$STATE/env"
+ns() { nsenter -t "$SD" -a "$@"; }
+play() { ns env PYTHONPATH=/tmp/ans "$PY0" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$PY0" "$@"; }
+KEY_FILE="$STATE/key"; [ -s "$KEY_FILE" ] || head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' | sed 's/^/sk-real-/' > "$KEY_FILE"
+
+# The role's input: SGLang 0.5.17 in the image's torch venv, the tiny model, HiCache in host RAM, an API key
+# (so the launcher runs), both gates; a small --mem-fraction-static so that the host pool fits this machine's RAM.
+vars() {  # RATIO
+  cat > "$WORK/real-vars.yml" <<YAML
+sglang_profile: custom
+sglang_python: $PY0
+sglang_model_path: $MODEL
+sglang_draft_model_path: ""
+cuda_home: $CH
+sglang_nvidia_smi_dir: $SMI_DIR
+sglang_api_key: "{{ lookup('file', '$KEY_FILE') }}"
+sglang_restart_timeout: 420
+sglang_unit_timeout_start_sec: 420
+sglang_args:
+  attention-backend: triton
+  sampling-backend: pytorch
+  enable-hierarchical-cache: true
+  hicache-ratio: $1
+  hicache-write-policy: write_through
+  hicache-io-backend: kernel
+  mem-fraction-static: 0.1
+  cuda-graph-max-bs-decode: 16
+sglang_env:
+  PYTHONUNBUFFERED: "1"
+  HF_HUB_OFFLINE: "1"
+  TRANSFORMERS_OFFLINE: "1"
+  TVM_FFI_GPU_BACKEND: cuda
+  NCCL_NVLS_ENABLE: "0"
+  TORCH_SYMM_MEM_DISABLE_MULTICAST: "1"
+  NVSHMEM_DISABLE_NVLS: "1"
+sglang_answers_gate: true
+sglang_answers_max_tokens: 16
+sglang_bench_gate: true
+sglang_bench_requests: 16
+sglang_bench_concurrency: 4
+sglang_bench_input_len: 128
+sglang_bench_output_len: 32
+sglang_bench_timeout: 120
+sglang_bench_threshold_pct: 90
+YAML
+  printf -- '- name: The server role on this GPU machine\n  hosts: localhost\n  gather_facts: false\n  roles:\n    - role: gpuserve.sglang.server\n' > "$WORK/deploy.yml"
+}
+show() { ns systemctl show sglang-kimi -p InvocationID -p ActiveState -p SubState -p MainPID -p ExecMainStatus -p Result -p NRestarts --value | tr '\n' ' '; }
+inv() { ns systemctl show sglang-kimi -p InvocationID --value; }
+journal_inv() { ns journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$1"; }
+role() {  # NAME RATIO -> rc in $RC, log in $WORK/NAME.log
+  vars "$2"
+  local s=$SECONDS
+  play -e "@$WORK/real-vars.yml" "$WORK/deploy.yml" > "$LOGS/$1.log" 2>&1; RC=$?
+  echo "role run $1 (ratio $2): rc=$RC in $((SECONDS - s)) s; unit: $(show)"
+  grep -E '^(PLAY RECAP|localhost +:)' -A1 "$LOGS/$1.log" | tail -1
+  grep -E 'fatal:|FAILED!|"msg":' "$LOGS/$1.log" | cut -c1-600 | head -8
+}
+key_hits() { local k; k=$(cat "$KEY_FILE"); { ns journalctl --no-pager -o cat -u sglang-kimi; cat "$LOGS"/*.log; ns systemctl cat sglang-kimi; } 2>/dev/null | grep -c -F "$k"; }
+
+# ---------------------------------------------------------------------------------------------------------------
+step "plan: sglang_memory_plan on this GPU, ratio 2 and 3 ($(el))"
+if ! done_stage plan; then
+  cat > "$WORK/plan.yml" <<YAML
+- name: The memory plan of the lane's configuration on this GPU
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Read the GPUs
+      gpuserve.sglang.nvidia_gpu_info:
+      register: info
+    - name: Plan tp 1, --mem-fraction-static 0.1, ratio 2 (and 3)
+      gpuserve.sglang.sglang_memory_plan:
+        tp: 1
+        mem_fraction_static: 0.1
+        ratio: 2
+        model_path: $MODEL
+        gpus: "{{ info.gpus }}"
+        release: "0.5.17"
+        compare:
+          - {name: ratio3, ratio: 3}
+      register: plan
+    - name: Keep it
+      ansible.builtin.copy:
+        content: "{{ plan | to_nice_json }}"
+        dest: $STATE/plan.json
+        mode: "0644"
+YAML
+  play "$WORK/plan.yml" > "$LOGS/plan.log" 2>&1 && ok "memory plan computed" || { bad "memory plan"; tail -30 "$LOGS/plan.log"; }
+  "$PY0" -c "import json,sys; p=json.load(open(sys.argv[1])); print(json.dumps({k: p[k] for k in p if k not in ('invocation',)}, indent=1)[:3000])" "$STATE/plan.json" 2>&1
+  mark plan
+fi
+
+step "deploy: the server role at --hicache-ratio 2 (first start: SGLang compiles its kernels) ($(el))"
+if ! done_stage deploy; then
+  role deploy 2
+  I1=$(inv); echo "$I1" > "$STATE/inv.deploy"
+  if [ $RC -eq 0 ] && [ "$(ns systemctl is-active sglang-kimi)" = active ]; then ok "deployed and verified (invocation $I1)"; else bad "deploy (rc=$RC)"; tail -60 "$LOGS/deploy.log"; fi
+  journal_inv "$I1" > "$OUTDIR/journal-deploy.txt"
+  grep -E 'KV Cache is allocated|host pool|fired up|Tree cache' "$OUTDIR/journal-deploy.txt" | cut -c1-300
+  ns systemctl cat sglang-kimi > "$OUTDIR/unit.txt" 2>&1
+  grep -E 'TVM_FFI_CACHE_DIR|CUDA_HOME|ExecStart' "$OUTDIR/unit.txt" | cut -c1-400
+  echo "JIT cache: $(ls /var/cache/sglang/tvm-ffi 2>/dev/null | wc -l) kernels in /var/cache/sglang/tvm-ffi"
+  cp /etc/sglang/sglang-kimi.json "$STATE/record.deploy.json" 2>/dev/null
+  mark deploy
+fi
+late "$BUDGET" && { echo "=== out of this call's time at $(el): call again to resume ==="; gpu_lib_finish; }
+
+step "again: the same input, nothing changes or restarts ($(el))"
+if ! done_stage again; then
+  role again 2
+  changed=$(grep -E '^localhost +:' "$LOGS/again.log" | sed -E 's/.*changed=([0-9]+).*/\1/')
+  if [ $RC -eq 0 ] && [ "$changed" = 0 ] && [ "$(inv)" = "$(cat "$STATE/inv.deploy")" ]; then ok "idempotent: changed=0, same invocation"; else bad "second run: rc=$RC changed=$changed"; fi
+  mark again
+fi
+late "$BUDGET" && { echo "=== out of this call's time at $(el): call again to resume ==="; gpu_lib_finish; }
+
+step "ratio3: --hicache-ratio 3, the restart through SGLang's own SIGKILL (exit 137) ($(el))"
+if ! done_stage ratio3; then
+  I1=$(cat "$STATE/inv.deploy")
+  role ratio3 3
+  I3=$(inv); echo "$I3" > "$STATE/inv.ratio3"
+  echo "old invocation's end: $(ns journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID="$I1" | grep -E 'SIGTERM received|Gracefully exiting|kill_process_tree' | cut -c1-200 | tr '\n' '|')"
+  ns journalctl --no-pager -o short-precise -u sglang-kimi | grep -E 'Main process exited|Deactivated|Failed with result|Consumed' | tail -4
+  grep -iE 'stop|137|sigkill' "$LOGS/ratio3.log" | grep -v '^\s*$' | cut -c1-300 | head -8
+  journal_inv "$I3" > "$OUTDIR/journal-ratio3.txt"
+  grep -E 'KV Cache is allocated|host pool' "$OUTDIR/journal-ratio3.txt" | cut -c1-300
+  if [ $RC -eq 0 ] && [ "$I3" != "$I1" ] && [ -n "$I3" ]; then ok "restarted onto ratio 3 and verified"; else bad "ratio 3 (rc=$RC)"; tail -60 "$LOGS/ratio3.log"; fi
+  mark ratio3
+fi
+late "$BUDGET" && { echo "=== out of this call's time at $(el): call again to resume ==="; gpu_lib_finish; }
+
+step "fatal: --hicache-ratio 1000 -> Not enough host memory, rolled back to ratio 3 ($(el))"
+if ! done_stage fatal; then
+  role fatal 1000
+  I4=$(inv)
+  grep -oE 'Not enough host memory[^"\\]{0,160}' "$LOGS/fatal.log" | head -2
+  grep -iE 'roll|restor' "$LOGS/fatal.log" | cut -c1-300 | head -6
+  ratio_now=$(ns systemctl cat sglang-kimi | grep -oE 'hicache-ratio [0-9.]+' | head -1)
+  echo "after the failed change: unit has '$ratio_now', $(show)"
+  if [ $RC -ne 0 ] && grep -q 'Not enough host memory' "$LOGS/fatal.log" && [ "$ratio_now" = "hicache-ratio 3" ] \
+     && [ "$(ns systemctl is-active sglang-kimi)" = active ] && [ "$I4" != "$(cat "$STATE/inv.ratio3")" ]; then
+    ok "the fatal start was quoted and rolled back to ratio 3 (a new, verified invocation)"
+  else bad "fatal path (rc=$RC, $ratio_now)"; tail -80 "$LOGS/fatal.log"; fi
+  mark fatal
+fi
+
+step "verify: verify.yml is read-only ($(el))"
+if ! done_stage verify; then
+  before=$(find /etc/sglang -type f -printf '%p %T@\n' 2>/dev/null | sort | md5sum)
+  ns env PYTHONPATH=/tmp/ans "$PY0" -m ansible playbook -i localhost, -c local -e "ansible_python_interpreter=$PY0" \
+    -e "@$WORK/real-vars.yml" "$REPO/verify.yml" > "$LOGS/verify.log" 2>&1; RC=$?
+  after=$(find /etc/sglang -type f -printf '%p %T@\n' 2>/dev/null | sort | md5sum)
+  grep -E '^localhost +:' "$LOGS/verify.log"
+  if [ $RC -eq 0 ] && [ "$before" = "$after" ]; then ok "verify.yml passed and wrote nothing"; else bad "verify (rc=$RC, files changed: $([ "$before" = "$after" ] && echo no || echo yes))"; tail -30 "$LOGS/verify.log"; fi
+  mark verify
+fi
+
+step "the API key ($(el))"
+hits=$(key_hits); if [ "$hits" = 0 ]; then ok "the key is in 0 journal lines, role logs and unit text"; else bad "the key appears $hits times"; fi
+step "the record and the plan against the printed sizes ($(el))"
+"$PY0" - "$STATE/plan.json" /etc/sglang/sglang-kimi.json <<'PY' || bad "plan vs printed"
+import json, sys
+plan = json.load(open(sys.argv[1]))
+rec = json.load(open(sys.argv[2]))
+print("record:", json.dumps(rec)[:1500])
+print("plan:", json.dumps({k: plan.get(k) for k in ("kv_cache", "hicache", "per_gpu", "compare", "kv_tokens", "host")})[:1500])
+PY
+ns journalctl --no-pager -o short-precise -u sglang-kimi > "$OUTDIR/journal-all.txt" 2>&1
+cat "$LOGS"/deploy.log "$LOGS"/again.log "$LOGS"/ratio3.log "$LOGS"/fatal.log "$LOGS"/verify.log > "$OUTDIR/role-runs.log" 2>/dev/null
+echo "lane time in this call: $(el)"
+gpu_lib_finish
