@@ -523,7 +523,11 @@ class LogWatch(object):
             allowed = host_pool_allowed(kv, ratio, size_gb, page_size, ratio_step, logged_tokens, logged)
             if allowed is None:
                 continue
-            expected = round((allowed["gb_lo"] + allowed["gb_hi"]) / 2.0, 2)
+            if logged_tokens and "tokens_lo" in allowed:
+                # the host line's own bytes per token (its GB over its tokens) for the tokens the request gives
+                expected = round(allowed["tokens_lo"] * logged / logged_tokens, 2)
+            else:
+                expected = round((allowed["gb_lo"] + allowed["gb_hi"]) / 2.0, 2)
             expected_all.append(expected)
             item = {"rank": tag or "TP0", "logged_gb": logged, "expected_gb": expected,
                     "allowed_gb": [round(allowed["gb_lo"], 3), round(allowed["gb_hi"], 3)]}
