@@ -3,8 +3,8 @@
 # The real-SGLang GPU lane (issue 40): the collection deploys a REAL SGLang server on a lent GPU machine, under a
 # real systemd, and everything the stand-in only imitates is checked against it. Not run by run_all.sh: it needs
 # the carried folder .gpu-carry/ that tests/gpu/real_server/build-carry.sh makes on a machine with PyPI
-# (SGLang 0.5.17 and what its start imports, as a pip --target tree; Debian 12's systemd 252 packages) and the
-# ansible-core wheels of tests/gpu/fetch-wheels.sh in .whl/. Run from the repo root there:
+# (SGLang 0.5.17 and what its start imports, as a pip --target tree; Debian 12's systemd 252 packages; the
+# development controller's ansible-core and resolvelib wheels: the image has the rest). Run from the repo root there:
 #   bash tests/gpu/real_server.sh            (stages resume: a second call goes on where the first stopped)
 # What runs, in order (each stage labelled; the lane goes on past a failed step and exits 1 if any failed):
 #   setup   systemd 252 as PID 1 of its own PID/mount/cgroup namespaces (the machine's PID 1 is not systemd);
@@ -20,7 +20,7 @@
 set -u
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/lib.sh"
-GPU_KEEP_WORK=1
+export GPU_KEEP_WORK=1
 gpu_lib_init real_server
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 CARRY="$REPO/.gpu-carry"
@@ -41,13 +41,13 @@ mark() { touch "$STATE/done.$1"; echo "--- stage $1 done at $(el)"; }
 step "setup ($(el))"
 if ! done_stage setup; then
   PY0=$(command -v python3)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ans "$REPO"/.whl/*.whl \
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ans "$CARRY"/wheels/*.whl \
     || bad "ansible-core wheels"
   # systemd 252 (Debian 12), staged and copied into the merged /usr: only the libraries the machine lacks
   S=/tmp/sdstage; rm -rf $S; mkdir -p $S
   for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" $S; done
   L=/usr/lib/x86_64-linux-gnu
-  for lib in $S/lib/x86_64-linux-gnu/*.so* $S/usr/lib/x86_64-linux-gnu/*.so*; do [ -e "$L/$(basename "$lib")" ] || cp -a "$lib" $L/; done
+  for lib in "$S"/lib/x86_64-linux-gnu/*.so* "$S"/usr/lib/x86_64-linux-gnu/*.so*; do [ -e "$L/$(basename "$lib")" ] || cp -a "$lib" $L/; done
   mkdir -p /usr/lib/systemd $L/systemd /etc/systemd/system /var/log/journal
   cp -a $S/lib/systemd/. /usr/lib/systemd/; cp -a $S/usr/lib/x86_64-linux-gnu/systemd/. $L/systemd/ 2>/dev/null
   [ -d $S/usr/lib/systemd ] && cp -an $S/usr/lib/systemd/. /usr/lib/systemd/
@@ -69,7 +69,7 @@ if ! done_stage setup; then
   chmod -R a+rX /srv/models
   # CUDA_HOME with bin/nvcc AND lib64/libcudart.so (SGLang's JIT links -lcudart)
   CH=""; for c in "${CUDA_HOME:-}" /usr/local/cuda; do [ -n "$c" ] && [ -x "$c/bin/nvcc" ] && [ -e "$c/lib64/libcudart.so" ] && { CH=$c; break; }; done
-  for i in $(seq 1 30); do
+  for _ in $(seq 1 30); do
     SD=$(ps -eo pid,args | awk '$2=="/usr/lib/systemd/systemd" && $3=="--system" {print $1}' | head -1)
     [ -n "$SD" ] && nsenter -t "$SD" -a systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded' && break
     sleep 1
@@ -100,6 +100,7 @@ sglang_draft_model_path: ""
 cuda_home: $CH
 sglang_nvidia_smi_dir: $SMI_DIR
 sglang_api_key: "{{ lookup('file', '$KEY_FILE') }}"
+sglang_unit_sandbox: $(cat "$STATE/sandbox" 2>/dev/null || echo true)
 sglang_restart_timeout: 420
 sglang_unit_timeout_start_sec: 420
 sglang_args:
@@ -172,7 +173,7 @@ if ! done_stage plan; then
         dest: $STATE/plan.json
         mode: "0644"
 YAML
-  play "$WORK/plan.yml" > "$LOGS/plan.log" 2>&1 && ok "memory plan computed" || { bad "memory plan"; tail -30 "$LOGS/plan.log"; }
+  if play "$WORK/plan.yml" > "$LOGS/plan.log" 2>&1; then ok "memory plan computed"; else bad "memory plan"; tail -30 "$LOGS/plan.log"; fi
   "$PY0" -c "import json,sys; p=json.load(open(sys.argv[1])); print(json.dumps({k: p[k] for k in p if k not in ('invocation',)}, indent=1)[:3000])" "$STATE/plan.json" 2>&1
   mark plan
 fi
@@ -180,13 +181,21 @@ fi
 step "deploy: the server role at --hicache-ratio 2 (first start: SGLang compiles its kernels) ($(el))"
 if ! done_stage deploy; then
   role deploy 2
+  if [ $RC -ne 0 ]; then
+    echo "--- the first deploy failed: its log's end, the unit, its journal"; tail -60 "$LOGS/deploy.log"
+    ns systemctl status sglang-kimi --no-pager -l 2>&1 | head -30; ns journalctl --no-pager -o short-precise -n 60 2>&1
+    if grep -qE 'status=2[0-9][0-9]/|NAMESPACE|Failed to set up|BPF' <(ns journalctl --no-pager -n 200 2>&1); then
+      echo "--- the unit's sandbox could not be set up in this machine's namespaces: the same deploy with sglang_unit_sandbox: false"
+      echo false > "$STATE/sandbox"; role deploy-nosandbox 2
+    fi
+  fi
   I1=$(inv); echo "$I1" > "$STATE/inv.deploy"
-  if [ $RC -eq 0 ] && [ "$(ns systemctl is-active sglang-kimi)" = active ]; then ok "deployed and verified (invocation $I1)"; else bad "deploy (rc=$RC)"; tail -60 "$LOGS/deploy.log"; fi
+  if [ $RC -eq 0 ] && [ "$(ns systemctl is-active sglang-kimi)" = active ]; then ok "deployed and verified (invocation $I1, sandbox $(cat "$STATE/sandbox" 2>/dev/null || echo true))"; else bad "deploy (rc=$RC)"; fi
   journal_inv "$I1" > "$OUTDIR/journal-deploy.txt"
   grep -E 'KV Cache is allocated|host pool|fired up|Tree cache' "$OUTDIR/journal-deploy.txt" | cut -c1-300
   ns systemctl cat sglang-kimi > "$OUTDIR/unit.txt" 2>&1
   grep -E 'TVM_FFI_CACHE_DIR|CUDA_HOME|ExecStart' "$OUTDIR/unit.txt" | cut -c1-400
-  echo "JIT cache: $(ls /var/cache/sglang/tvm-ffi 2>/dev/null | wc -l) kernels in /var/cache/sglang/tvm-ffi"
+  echo "JIT cache: $(find /var/cache/sglang/tvm-ffi -mindepth 1 -maxdepth 1 2>/dev/null | wc -l) kernels in /var/cache/sglang/tvm-ffi"
   cp /etc/sglang/sglang-kimi.json "$STATE/record.deploy.json" 2>/dev/null
   mark deploy
 fi

@@ -6,7 +6,8 @@
 #                2.11.0+cu130) lacks or has at a version 0.5.17 cannot use, as a `pip install --target` tree, without
 #                the libraries an sm90 start never loads; about 51 MiB (one call carries at most 64 MiB in all)
 #   debs/        Debian 12's systemd 252 and the libraries the image lacks (about 5.3 MB)
-# and the ansible-core wheels in .whl/ (tests/gpu/fetch-wheels.sh). Why 0.5.17: the newest release whose kernel
+#   wheels/      the development controller's ansible-core and resolvelib (the image has jinja2, PyYAML, packaging)
+# Why 0.5.17: the newest release whose kernel
 # package loads on that torch (docs/validation.md, "A real SGLang server").
 # Usage: tests/gpu/real_server/build-carry.sh [PYTHON3.12]
 set -euo pipefail
@@ -39,5 +40,6 @@ if [ ! -s "$C/site.tar.xz" ]; then
 fi
 (cd "$C/debs" && apt-get download systemd libsystemd-shared libkmod2 libip4tc2 libcryptsetup12 libdevmapper1.02.1 \
    libargon2-1 libjson-c5 libfdisk1 libapparmor1 2>/dev/null)
-tests/gpu/fetch-wheels.sh
-du -sh "$C" .whl
+mkdir -p "$C/wheels"
+python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 -d "$C/wheels" ansible-core=="$(sed -n 's/^ansible-core==//p' requirements-dev.txt)" resolvelib==1.0.1
+du -sh "$C"
