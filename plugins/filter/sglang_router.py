@@ -161,6 +161,60 @@ def sglang_health_url(host, port=30000, path="/health"):
     return "http://%s:%s%s" % (url_host(host), str(port).strip(), path)
 
 
+# sglang_router_extra_args lands in the unit's ExecStart (a 0644 file) and in the gateway's /proc/<pid>/cmdline,
+# which every local user reads; neither pinned gateway reads these flags from its environment or a file. The role
+# hands over only the workers' key (sglang_router_api_key) inside the process (files/sglang_router_launch.py).
+SECRET_FLAG_WORDS = ("key", "keys", "apikey", "password", "passwd", "passphrase", "token", "tokens", "secret",
+                     "secrets", "credential", "credentials")
+# flags of the pinned releases whose names hold such a word and that are no secret: a file's path, or a count
+NOT_SECRET_FLAGS = frozenset((
+    "rate-limit-tokens-per-second", "balance-token-usage-threshold", "overload-token-usage-threshold",
+    "worker-overload-token-usage", "prefix-token-count", "dp-minimum-tokens-scheduler",
+    "least-load-mean-prefill-tokens", "routing-key-headers", "routing-key-override", "sticky-key-idle-secs"))
+PATH_SUFFIXES = ("-path", "-paths", "-file", "-dir")
+
+
+def sglang_router_secret_flags(extra_args):
+    """The flags of extra_args (a dict of flag names) that carry a secret by their name: SMG 1.13's
+    control-plane-api-keys, tenant-api-key, oracle-password, and any name with key/password/token/secret..., a
+    file's path (tls-key-path) and the counts of NOT_SECRET_FLAGS excepted."""
+    out = []
+    for flag in extra_args or {}:
+        name = str(flag).lstrip("-").lower().replace("_", "-")
+        if name in NOT_SECRET_FLAGS or name.endswith(PATH_SUFFIXES):
+            continue
+        if set(name.split("-")) & set(SECRET_FLAG_WORDS):
+            out.append(str(flag))
+    return sorted(out)
+
+
+def sglang_router_extra_args_problems(extra_args, managed=(), known=None, release=""):
+    """The refusals of sglang_router_extra_args, each a sentence (empty: accepted): a flag the role manages, a
+    flag the release does not know (known: its flags, None when unknown), a flag that carries a secret."""
+    if extra_args is None:
+        extra_args = {}
+    if not isinstance(extra_args, dict):
+        return ["sglang_router_extra_args must be a mapping of flag names to values, got %s" % type(extra_args).__name__]
+    problems = []
+    managed_set = sorted(set(extra_args) & set(managed or ()))
+    if managed_set:
+        problems.append("sglang_router_extra_args may not set flags the role manages: %s" % ", ".join(managed_set))
+    if known is not None:
+        unknown = sorted(set(extra_args) - set(known))
+        if unknown:
+            problems.append("flags %s does not know (sglang_router_extra_args): %s" % (release, ", ".join(unknown)))
+    secret = sglang_router_secret_flags(extra_args)
+    if secret:
+        problems.append(
+            "sglang_router_extra_args may not carry secrets: %s would land in the unit's ExecStart (a 0644 file) and "
+            "in the gateway's command line (/proc/<pid>/cmdline, ps), readable by every local user, and %s reads "
+            "them from nowhere else (neither its environment nor a file). The role hands only the workers' key over "
+            "inside the process (sglang_router_api_key, through its 0600 environment file); a gateway feature that "
+            "needs another secret (control-plane keys, tenant keys, a database password) is not supported by the "
+            "role" % (", ".join(secret), release or "the gateway"))
+    return problems
+
+
 class FilterModule(object):
     """Fleet helpers for the router role and the router-aware rollout."""
 
@@ -173,4 +227,5 @@ class FilterModule(object):
             "sglang_worker_loopback": sglang_worker_loopback,
             "sglang_router_urls": sglang_router_urls,
             "sglang_health_url": sglang_health_url,
+            "sglang_router_extra_args_problems": sglang_router_extra_args_problems,
         }

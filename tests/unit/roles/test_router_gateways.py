@@ -93,6 +93,16 @@ CASES = {
     # SMG's model alias (clients that ask for "default", docs/fleet.md): sglang-router 0.3.2 has no such flag
     "model-alias-on-router": ({"sglang_router_extra_args": {"model-alias": "default=/models/Kimi-K2.5-INT4"}},
                               "flags sglang-router 0.3.2 does not know (sglang_router_extra_args): model-alias"),
+    # issue 41 defect 5 (passed on 59633b9, the secret landed in ExecStart): a secret through extra_args
+    "secret-control-plane-keys": ({"sglang_router_gateway": "smg",
+                                   "sglang_router_extra_args": {"control-plane-api-keys": "admin:s3cr3t-cp-value"}},
+                                  "sglang_router_extra_args may not carry secrets: control-plane-api-keys would land"),
+    "secret-tenant-and-oracle": ({"sglang_router_gateway": "smg",
+                                  "sglang_router_extra_args": {"tenant-api-key": "s3cr3t-tenant-value",
+                                                               "oracle-password": "s3cr3t-oracle-value"}},
+                                 "may not carry secrets: oracle-password, tenant-api-key would land"),
+    "secret-on-router": ({"sglang_router_extra_args": {"oracle-password": "s3cr3t-oracle-value"}},
+                         "may not carry secrets: oracle-password would land in the unit's ExecStart"),
     "venv-newline": ({"sglang_router_venv": "/opt/smg/venv\nExecStartPre=/bin/sh"},
                      "sglang_router_venv must be an absolute path without spaces or control characters"),
     "venv-relative": ({"sglang_router_venv": "opt/venv"}, "sglang_router_venv must be an absolute path"),
@@ -107,6 +117,10 @@ PASSING = {
                            "sglang_router_extra_args": {"model-alias": "default=/models/Kimi-K2.5-INT4"}},
     "router-known-flag": {"sglang_router_extra_args": {"cb-failure-threshold": 5}},
     "router-own-venv": {"sglang_router_venv": "/srv/gw/venv"},
+    # a key's file path and a token count are no secrets
+    "smg-key-path-and-token-rate": {"sglang_router_gateway": "smg",
+                                    "sglang_router_extra_args": {"tls-key-path": "/etc/smg/tls.key",
+                                                                 "rate-limit-tokens-per-second": 100}},
     "router-with-key": {"sglang_router_api_key": "k-123"},
     "smg-with-key": {"sglang_router_gateway": "smg", "sglang_router_api_key": "k-123"},
 }
@@ -124,6 +138,7 @@ def test_refused_before_the_host_changes_naming_the_reason(preflight, case):
     rc, out = preflight[case]
     assert rc != 0 and "PASSED" not in out
     assert CASES[case][1] in out, out[-3000:]
+    assert "s3cr3t" not in out
 
 
 @pytest.mark.parametrize("case", sorted(PASSING))
