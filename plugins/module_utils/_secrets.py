@@ -1,57 +1,115 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""Secrets masked in every form SGLang prints them (issue 21): one implementation, three users.
+"""The one masking rule of the collection: secrets masked in every form they are printed in.
 
-SGLang 0.5.9 logs ``server_args=ServerArgs(api_key='sk-...', ...)`` (a dataclass repr); 0.5.23 logs
-``server_args={'model_path': ..., 'api_key': 'sk-...'}`` (a dict) and reports the merged argv, key included, in
-``launch_command`` of /get_server_info; JSON answers carry ``"api_key": "..."``; command lines carry
-``--api-key X`` or ``--api-key=X``. The same field names are secret in every form: ``api_key``,
-``admin_api_key`` and any ``*_api_key``, ``*_token`` (``hf_token``), ``*secret*`` or ``*password*`` field.
+Users: the modules (sglang_service's journal tail, messages, stop report and traceback; sglang_stop_processes'
+command lines), the filters (``sglang_mask`` for text, ``sglang_mask_env`` for mappings: plugins/filter/sglang_secrets.py
+imports this file) and the launcher that runs SGLang on the host (roles/server/files/sglang_launch.py), which runs
+outside the collection and so carries the block between the ``BEGIN``/``END masking rule`` lines byte for byte:
+``scripts/sync-masking-rule.py`` writes it there, and tests/unit/plugins/module_utils/test_secrets.py fails when
+the two differ.
 
-roles/server/files/sglang_launch.py (runs on the host, outside the collection) carries the same three pattern
-texts; tests/unit/plugins/module_utils/test_secrets.py fails when they differ.
+A secret field is named (any case, ``_`` or ``-`` between words): ``api_key``, ``apikey``, any name ending in
+``_key``/``-key``/``_keys`` (``admin_api_key``, ``tenant-api-key``, ``control-plane-api-keys``, ``HF_API_KEY``),
+ending in ``_token``/``-token`` (``hf_token``, ``HF_TOKEN``), or holding ``secret``, ``password``, ``passwd`` or
+``credential`` (``oracle-password``, ``client_secret``); a name ending in ``_file``, ``_path``, ``_dir`` or
+``_name`` (``sglang_secrets_file``) names where a secret is, not the secret. Its value is masked in every form:
+
+- a command line ``--api-key v``, ``--api-key=v``, an argv list ``['--api-key', 'v']``;
+- a repr or keyword list ``api_key='v'`` (SGLang 0.5.9's ``ServerArgs(...)``), ``api_key = 'v'``, ``HF_TOKEN=v``;
+- a mapping: a dict repr ``'api_key': 'v'`` (0.5.23's ``server_args={...}``), JSON ``"api_key": "v"``, YAML
+  ``api_key: v`` / ``api-key: v`` (the secrets file's own form);
+- a name and its value separated by blanks (``api_key v``);
+- an HTTP authorization ``Authorization: Bearer v`` (and ``Basic v``).
+
+``None``, ``null`` and empty values are kept, so "no key set" still shows. Every known secret value given to
+``mask`` (the configured keys) is replaced wherever it appears, also repr- and JSON-escaped. A ``#`` just before
+a name makes it a counter, not a field (SGLang's ``#new-token: 7``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 
+# ---- BEGIN masking rule (the launcher carries this block byte for byte: scripts/sync-masking-rule.py) ----
 MASK = "********"
-# A field name that holds a secret (python identifiers: server_args fields, JSON keys).
-# ``*_token`` only as the end of the name: max_total_num_tokens is not a secret.
-SECRET_NAME = r"(?:[A-Za-z_]*(?:api_key|_token)|[A-Za-z_]*(?:secret|password)[A-Za-z_]*)(?![A-Za-z0-9_])"
-# name='v' / name="v" / name=v (a repr or a key=value list)
-KEYWORD_PATTERN = (r"(?P<lead>\b" + SECRET_NAME + r"=)"
-                   r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,)\s]+)")
-# 'name': 'v' / "name": "v" / 'name': v (a dict repr, JSON)
-MAPPING_PATTERN = (r"(?P<lead>(?P<q>['\"])" + SECRET_NAME + r"(?P=q)\s*:\s*)"
-                   r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,}\s]+)")
-# --api-key v / --api-key=v / --hf-token v (command lines)
-FLAG_PATTERN = (r"(?P<lead>--(?:[a-z-]*(?:api-key|-token)|[a-z-]*(?:secret|password)[a-z-]*)(?![a-z0-9_-])(?:=|\s+))"
-                r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]+(?:['\"][^\s'\",}]+)*)")
+# The name of a secret field: what ends it, then what must not follow (a longer name).
+SECRET_NAME = (r"[A-Za-z0-9_-]*?"
+               r"(?:apikeys?|(?<=[A-Za-z0-9])[_-](?:keys?|token)"
+               r"|(?:secret|password|passwd|credential)(?:s|[_-][A-Za-z0-9_-]*)?)"
+               r"(?<![_-]file)(?<![_-]files)(?<![_-]path)(?<![_-]dir)(?<![_-]name)"
+               r"(?![A-Za-z0-9_-])")
+# A value: quoted ('...' or "..." with backslash escapes), a [list] of them, or a word (up to the closing quote of a
+# quoted field name, else up to a blank).
+STRING = r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\""
+QUOTED = STRING + r"|\[[ \t]*(?:(?:" + STRING + r")[ \t]*,?[ \t]*)*\]"
+VALUE = r"(?P<value>" + QUOTED + r"|(?(q)(?:(?!(?P=q))[^\s\\]|\\.)+|\S+))"
+# [quote] [--] name, then: the closing quote and ':', '=' or ',' (a mapping, JSON, an argv list), or '=' or ':'
+# (a keyword, YAML, --flag=v), or blanks (--flag v, name v).
+FIELD_PATTERN = (r"(?P<lead>(?<![A-Za-z0-9_#-])(?P<q>['\"])?-{0,2}" + SECRET_NAME
+                 + r"(?:(?(q)\\?(?P=q)[ \t]*[:=,][ \t]*|(?!))|[ \t]*[:=][ \t]*|[ \t]+))" + VALUE)
+BEARER_PATTERN = r"(?P<lead>\b(?:bearer|basic)[ \t]+)(?P<value>" + QUOTED + r"|\S+)"
+FIELD_RE = re.compile(FIELD_PATTERN, re.IGNORECASE)
+BEARER_RE = re.compile(BEARER_PATTERN, re.IGNORECASE)
+NAME_RE = re.compile(r"-{0,2}" + SECRET_NAME, re.IGNORECASE)
+_EMPTY_RE = re.compile(r"(?:None|null|''|\"\"|\[\])[,;)}\]]*\Z")
 
-KEYWORD_RE = re.compile(KEYWORD_PATTERN, re.IGNORECASE)
-MAPPING_RE = re.compile(MAPPING_PATTERN, re.IGNORECASE)
-FLAG_RE = re.compile(FLAG_PATTERN, re.IGNORECASE)
-_EMPTY = ("None", "null", "''", '""')
+
+def is_secret_name(name):
+    """True when ``name`` (a field, a flag, an environment variable) names a secret."""
+    return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
 
 
 def _masked(match):
     value = match.group("value")
-    if value in _EMPTY:
+    if _EMPTY_RE.match(value):
         return match.group(0)
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    return match.group("lead") + quote + MASK + quote
+    if len(value) > 1 and value[0] in "'\"[" and value[-1] == {"[": "]"}.get(value[0], value[0]):
+        return match.group("lead") + value[0] + MASK + value[-1]
+    return match.group("lead") + MASK
+
+
+def _forms(secret):
+    """How a known secret value can appear: as it is, repr-escaped, JSON-escaped."""
+    return {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
 
 
 def mask(text, secrets=()):
-    """text with every secret field's value masked (None and empty values kept, so "no key set" still shows),
-    and every known secret value replaced wherever it appears. Not a string: returned as it is."""
+    """``text`` with every secret field's value masked (None and empty values kept) and every known secret value
+    in ``secrets`` replaced wherever it appears. A list or tuple: each item masked. Not text: returned as it is."""
+    if isinstance(text, (list, tuple)):
+        return [mask(item, secrets) for item in text]
     if not isinstance(text, str) or not text:
         return text
+    known = set()
     for secret in secrets or ():
-        if secret:
-            text = text.replace(secret, MASK)
-    text = MAPPING_RE.sub(_masked, text)
-    text = KEYWORD_RE.sub(_masked, text)
-    return FLAG_RE.sub(_masked, text)
+        if isinstance(secret, str) and secret:
+            known.update(form for form in _forms(secret) if form)
+    for form in sorted(known, key=len, reverse=True):
+        text = text.replace(form, MASK)
+    return BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text))
+
+
+def config_secrets(text):
+    """The values of the secret fields of a YAML secrets file (``api-key: v``, one field a line, as the role
+    writes it): the literal values to mask wherever they appear."""
+    found = []
+    for line in (text or "").splitlines():
+        name, sep, value = line.partition(":")
+        value = value.strip()
+        if sep and is_secret_name(name.strip()) and value:
+            if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0]:
+                value = value[1:-1]
+            if value and not _EMPTY_RE.match(value):
+                found.append(value)
+    return found
+# ---- END masking rule ----
+
+
+def mask_mapping(mapping, extra_secret_names=(), masked=MASK):
+    """A mapping with the values of its secret-named keys (is_secret_name, or listed in ``extra_secret_names``)
+    replaced by ``masked``; empty values stay empty."""
+    extra = set(extra_secret_names or ())
+    return {key: (masked if (key in extra or is_secret_name(str(key))) and value not in (None, "") else value)
+            for key, value in mapping.items()}

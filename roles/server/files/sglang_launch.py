@@ -6,9 +6,13 @@ Usage (the unit's ExecStart): python sglang_launch.py -m sglang.launch_server --
 
 SGLang logs its arguments at start, keys included: 0.5.9 as ``server_args=ServerArgs(..., api_key='...')``,
 0.5.23 as ``server_args={..., 'api_key': '...'}``. This launcher, before it runs the module with runpy (same
-process, same argv after the module name, so SGLang reads sys.argv as under ``python -m``), masks the values of
-api_key, admin_api_key and any ``*_api_key``, ``*_token``, ``*secret*``, ``*password*`` field, in a repr
-(``name='v'``), a dict or JSON (``'name': 'v'``) and on a command line (``--api-key v``), in:
+process, same argv after the module name, so SGLang reads sys.argv as under ``python -m``), masks with the
+collection's one masking rule (the block between the ``BEGIN``/``END masking rule`` lines below is
+plugins/module_utils/_secrets.py's, byte for byte: this file runs on the host, outside the collection;
+scripts/sync-masking-rule.py writes it, a unit test fails when they differ) every secret field (``api_key``,
+``admin_api_key``, ``*_key``, ``*_token``, ``*secret*``, ``*password*``, in a repr, a dict, JSON, YAML, a command
+line, an argv list, ``Authorization: Bearer``) and the values of the secrets file given with ``--config`` wherever
+they appear, in:
 
 - every logging record of the process (a LogRecord factory: independent of the handlers SGLang installs later);
 - every write to sys.stdout and sys.stderr (print, uvicorn, a traceback that shows ServerArgs).
@@ -20,52 +24,97 @@ server_args. The keys themselves reach SGLang through --config (a 0640 YAML file
 from __future__ import annotations
 
 import io
+import json
 import logging
 import re
 import runpy
 import sys
 
-# The same pattern texts as plugins/module_utils/_secrets.py (a unit test fails when they differ): this file runs
-# on the host, outside the collection, so it carries its own copy.
+# ---- BEGIN masking rule (the launcher carries this block byte for byte: scripts/sync-masking-rule.py) ----
 MASK = "********"
-SECRET_NAME = r"(?:[A-Za-z_]*(?:api_key|_token)|[A-Za-z_]*(?:secret|password)[A-Za-z_]*)(?![A-Za-z0-9_])"
-KEYWORD_PATTERN = (r"(?P<lead>\b" + SECRET_NAME + r"=)"
-                   r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,)\s]+)")
-MAPPING_PATTERN = (r"(?P<lead>(?P<q>['\"])" + SECRET_NAME + r"(?P=q)\s*:\s*)"
-                   r"(?P<value>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|[^,}\s]+)")
-FLAG_PATTERN = (r"(?P<lead>--(?:[a-z-]*(?:api-key|-token)|[a-z-]*(?:secret|password)[a-z-]*)(?![a-z0-9_-])(?:=|\s+))"
-                r"(?P<value>'[^']*'|\"[^\"]*\"|[^\s'\"]+(?:['\"][^\s'\",}]+)*)")
-_RES = [re.compile(pattern, re.IGNORECASE) for pattern in (MAPPING_PATTERN, KEYWORD_PATTERN, FLAG_PATTERN)]
-_EMPTY = ("None", "null", "''", '""')
+# The name of a secret field: what ends it, then what must not follow (a longer name).
+SECRET_NAME = (r"[A-Za-z0-9_-]*?"
+               r"(?:apikeys?|(?<=[A-Za-z0-9])[_-](?:keys?|token)"
+               r"|(?:secret|password|passwd|credential)(?:s|[_-][A-Za-z0-9_-]*)?)"
+               r"(?<![_-]file)(?<![_-]files)(?<![_-]path)(?<![_-]dir)(?<![_-]name)"
+               r"(?![A-Za-z0-9_-])")
+# A value: quoted ('...' or "..." with backslash escapes), a [list] of them, or a word (up to the closing quote of a
+# quoted field name, else up to a blank).
+STRING = r"'(?:[^'\\\n]|\\.)*'|\"(?:[^\"\\\n]|\\.)*\""
+QUOTED = STRING + r"|\[[ \t]*(?:(?:" + STRING + r")[ \t]*,?[ \t]*)*\]"
+VALUE = r"(?P<value>" + QUOTED + r"|(?(q)(?:(?!(?P=q))[^\s\\]|\\.)+|\S+))"
+# [quote] [--] name, then: the closing quote and ':', '=' or ',' (a mapping, JSON, an argv list), or '=' or ':'
+# (a keyword, YAML, --flag=v), or blanks (--flag v, name v).
+FIELD_PATTERN = (r"(?P<lead>(?<![A-Za-z0-9_#-])(?P<q>['\"])?-{0,2}" + SECRET_NAME
+                 + r"(?:(?(q)\\?(?P=q)[ \t]*[:=,][ \t]*|(?!))|[ \t]*[:=][ \t]*|[ \t]+))" + VALUE)
+BEARER_PATTERN = r"(?P<lead>\b(?:bearer|basic)[ \t]+)(?P<value>" + QUOTED + r"|\S+)"
+FIELD_RE = re.compile(FIELD_PATTERN, re.IGNORECASE)
+BEARER_RE = re.compile(BEARER_PATTERN, re.IGNORECASE)
+NAME_RE = re.compile(r"-{0,2}" + SECRET_NAME, re.IGNORECASE)
+_EMPTY_RE = re.compile(r"(?:None|null|''|\"\"|\[\])[,;)}\]]*\Z")
+
+
+def is_secret_name(name):
+    """True when ``name`` (a field, a flag, an environment variable) names a secret."""
+    return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
 
 
 def _masked(match):
     value = match.group("value")
-    if value in _EMPTY:
+    if _EMPTY_RE.match(value):
         return match.group(0)
-    quote = value[0] if value[:1] in ("'", '"') else ""
-    return match.group("lead") + quote + MASK + quote
+    if len(value) > 1 and value[0] in "'\"[" and value[-1] == {"[": "]"}.get(value[0], value[0]):
+        return match.group("lead") + value[0] + MASK + value[-1]
+    return match.group("lead") + MASK
 
 
-def mask(text):
-    """text with the values of secret fields masked (server_args as a repr or a dict, JSON, flags); None and
-    empty values stay, so "no key set" still shows. Not a string: returned as it is."""
+def _forms(secret):
+    """How a known secret value can appear: as it is, repr-escaped, JSON-escaped."""
+    return {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+
+
+def mask(text, secrets=()):
+    """``text`` with every secret field's value masked (None and empty values kept) and every known secret value
+    in ``secrets`` replaced wherever it appears. A list or tuple: each item masked. Not text: returned as it is."""
+    if isinstance(text, (list, tuple)):
+        return [mask(item, secrets) for item in text]
     if not isinstance(text, str) or not text:
         return text
-    for regex in _RES:
-        text = regex.sub(_masked, text)
-    return text
+    known = set()
+    for secret in secrets or ():
+        if isinstance(secret, str) and secret:
+            known.update(form for form in _forms(secret) if form)
+    for form in sorted(known, key=len, reverse=True):
+        text = text.replace(form, MASK)
+    return BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text))
+
+
+def config_secrets(text):
+    """The values of the secret fields of a YAML secrets file (``api-key: v``, one field a line, as the role
+    writes it): the literal values to mask wherever they appear."""
+    found = []
+    for line in (text or "").splitlines():
+        name, sep, value = line.partition(":")
+        value = value.strip()
+        if sep and is_secret_name(name.strip()) and value:
+            if len(value) > 1 and value[0] in "'\"" and value[-1] == value[0]:
+                value = value[1:-1]
+            if value and not _EMPTY_RE.match(value):
+                found.append(value)
+    return found
+# ---- END masking rule ----
 
 
 class _MaskingStream(io.TextIOBase):
     """A text stream that masks secrets in each write and passes everything else to the real stream."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, secrets=()):
         super().__init__()
         self._stream = stream
+        self._secrets = tuple(secrets)
 
     def write(self, text):
-        return self._stream.write(mask(text))
+        return self._stream.write(mask(text, self._secrets))
 
     def flush(self):
         return self._stream.flush()
@@ -91,8 +140,27 @@ class _MaskingStream(io.TextIOBase):
         return getattr(self._stream, name)
 
 
-def install():
-    """Mask secrets in every log record and in stdout/stderr of this process."""
+def known_secrets(args):
+    """The values of the secrets file named by ``--config FILE`` / ``--config=FILE`` in SGLang's arguments (the
+    service user reads it: 0640, its group); none when there is no such file or it cannot be read."""
+    found = []
+    for index, arg in enumerate(args):
+        path = arg[len("--config="):] if arg.startswith("--config=") else (
+            args[index + 1] if arg == "--config" and index + 1 < len(args) else None)
+        if not path:
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                found.extend(config_secrets(handle.read()))
+        except (OSError, UnicodeDecodeError):
+            continue
+    return found
+
+
+def install(secrets=()):
+    """Mask secrets (the rule, and the known values in ``secrets``) in every log record and in stdout/stderr of
+    this process."""
+    secrets = tuple(secrets)
     previous = logging.getLogRecordFactory()
 
     def factory(*args, **kwargs):
@@ -101,14 +169,14 @@ def install():
             message = record.getMessage()
         except Exception:  # pylint: disable=broad-except  # a bad format is logging's business, not ours
             return record
-        masked = mask(message)
+        masked = mask(message, secrets)
         if masked != message:
             record.msg, record.args = masked, ()
         return record
 
     logging.setLogRecordFactory(factory)
-    sys.stdout = _MaskingStream(sys.stdout)
-    sys.stderr = _MaskingStream(sys.stderr)
+    sys.stdout = _MaskingStream(sys.stdout, secrets)
+    sys.stderr = _MaskingStream(sys.stderr, secrets)
 
 
 def main(argv=None):
@@ -117,7 +185,7 @@ def main(argv=None):
         sys.stderr.write("usage: sglang_launch.py -m MODULE [ARGS...]\n")
         return 2
     module, rest = argv[1], argv[2:]
-    install()
+    install(known_secrets(rest))
     sys.argv = [module] + rest
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0

@@ -2,6 +2,9 @@
 """Masking of secrets (plugins/filter/sglang_secrets.py)."""
 from __future__ import annotations
 
+import pytest
+
+from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.filter import sglang_secrets as f
 
 
@@ -16,3 +19,52 @@ def test_mask_env_none_and_admin_key():
     assert f.sglang_mask_env(None) == {}
     assert f.sglang_mask_env({"SGLANG_ADMIN_API_KEY": "a", "HF_HUB_OFFLINE": "1"}) == {
         "SGLANG_ADMIN_API_KEY": "********", "HF_HUB_OFFLINE": "1"}
+
+
+def test_mask_text_uses_the_module_utils_rule():
+    """One rule: the filter is module_utils/_secrets.mask (the old filter had its own rule, and the roles three
+    Jinja replace()s of the one key)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
+    text = "failed: ['--api-key', 'sk-1'] admin-api-key: adm-2 Authorization: Bearer sk-3 echo adm-4"
+    masked = f.sglang_mask(text, ["adm-4", ""])
+    assert masked == _secrets.mask(text, ["adm-4"])
+    for secret in ("sk-1", "adm-2", "sk-3", "adm-4"):
+        assert secret not in masked
+    assert f.sglang_mask(["a api_key=x", "b"], "b") == ["a api_key=********", "********"]
+    assert f.sglang_mask(None) == "" and f.sglang_mask("plain", None) == "plain"
+    with pytest.raises(AnsibleFilterError, match="known secrets"):
+        f.sglang_mask("x", {"a": 1})
+
+
+def test_mask_env_follows_the_one_rule():
+    """Gateway and token names the old KEY/TOKEN/SECRET rule gave by accident or not at all, and names that hold
+    no secret although they contain one of those words."""
+    masked = f.sglang_mask_env({"SMG_TENANT_API_KEY": "t", "ORACLE_PASSWORD": "p", "HUGGING_FACE_HUB_TOKEN": "h",
+                                "SGLANG_SECRETS_FILE": "/etc/x", "MAX_TOTAL_TOKENS": "5"})
+    assert masked == {"SMG_TENANT_API_KEY": "********", "ORACLE_PASSWORD": "********",
+                      "HUGGING_FACE_HUB_TOKEN": "********", "SGLANG_SECRETS_FILE": "/etc/x", "MAX_TOTAL_TOKENS": "5"}
+    with pytest.raises(AnsibleFilterError):
+        f.sglang_mask_env(["A"])
+
+
+def test_a_secret_flag_value_is_not_shown_in_a_refusal():
+    """sglang_args: a secret flag's value with a control character was quoted in the refusal."""
+    from ansible_collections.gpuserve.sglang.plugins.filter import sglang_args
+    problems = sglang_args.sglang_args_problems({"hf-token": "hf_s3cret\n"}, {})
+    assert "hf_s3cret" not in " ".join(problems)
+    assert "sglang_args: --hf-token holds control characters (value not shown): refused" in problems
+
+
+def test_the_roles_mask_through_the_filter_and_no_log_with_either_key():
+    """No Jinja replace() of a key in the roles (the filter masks every form and both keys), and every task whose
+    no_log hides a key result hides it with the admin key alone too."""
+    import glob
+    import os
+    import re
+    from conftest import ROOT
+    for path in glob.glob(os.path.join(ROOT, "roles", "*", "tasks", "*.yml")):
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+        assert not re.search(r"replace\(\s*sglang_\w*api_key", text), path
+        assert 'no_log: "{{ sglang_api_key | length > 0 }}"' not in text, path
+        assert "no_log: \"{{ sglang_api_key | default('') | length > 0 }}\"" not in text, path
