@@ -7,6 +7,7 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PLAYBOOK = os.path.join(ROOT, ".venv", "bin", "ansible-playbook")
@@ -38,3 +39,28 @@ def test_root_playbook_is_the_collections(name):
 def test_fqcn_form_works_from_the_root():
     out = playbook("gpuserve.sglang.deploy", "--syntax-check")
     assert os.path.join("gpuserve", "sglang", "playbooks", "deploy.yml") in out
+
+
+# Modules that only read (or print); any other module in verify.yml must run in check mode.
+READ_ONLY = {"ansible.builtin.debug", "ansible.builtin.assert", "ansible.builtin.set_fact", "ansible.builtin.uri",
+             "ansible.builtin.slurp", "ansible.builtin.stat", "ansible.builtin.import_playbook"}
+
+
+def test_verify_writes_nothing():
+    """Issue 39 defect 9: verify.yml is documented read-only, but its sglang_service task ran with check_mode:
+    false, so the first verify of an invocation wrote the verified-start state file (/var/lib/gpuserve-sglang),
+    outside the host lease. Every task that is not a read-only module runs in check mode; systemd_service only
+    reads the unit (no state, enabled, masked or daemon_reload)."""
+    for path in ("verify.yml", os.path.join("playbooks", "verify.yml")):
+        with open(os.path.join(ROOT, path), encoding="utf-8") as handle:
+            plays = yaml.safe_load(handle)
+        for play in plays:
+            for task in play.get("tasks", []):
+                module = next(key for key in task if "." in key)
+                if module == "ansible.builtin.systemd_service":
+                    assert not set(task[module]) & {"state", "enabled", "masked", "daemon_reload", "daemon_reexec"}
+                elif module not in READ_ONLY:
+                    assert task.get("check_mode") is True, "%s: %s writes (check_mode: %s)" % (
+                        path, task.get("name"), task.get("check_mode"))
+    with open(os.path.join(ROOT, "playbooks", "verify.yml"), encoding="utf-8") as handle:
+        assert "gpuserve.sglang.sglang_service" in handle.read()
