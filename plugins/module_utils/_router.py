@@ -160,7 +160,7 @@ class Fleet(object):
 
     def __init__(self, routers, http=http_call, clock=time.monotonic, sleep=time.sleep, poll=0.5,
                  worker_health_path="/health", worker_metrics_path="/metrics", headers=None, aliases=None,
-                 worker_api_key=None, listed_as=None, kinds=None):
+                 worker_api_key=None, listed_as=None, kinds=None, router_ready_path="/readiness"):
         self.routers = [normalize_url(r) for r in routers]
         # prefill/decode servers behind a gateway in PD mode: {primary: {"worker_type", "bootstrap_port"}} from the
         # inventory, else what a router listed (a drained worker is put back as the kind it was)
@@ -188,6 +188,9 @@ class Fleet(object):
         self.sleep = sleep
         self.poll = poll
         self.worker_health_path = worker_health_path
+        # a router serves when its readiness says so: SMG's /health stays 200 while it drains or has no worker;
+        # /readiness (both pinned releases) answers 503 then
+        self.router_ready_path = router_ready_path
         self.worker_metrics_path = worker_metrics_path
         self.headers = headers or {}
         self.log = []
@@ -236,7 +239,7 @@ class Fleet(object):
         return out
 
     def router_healthy(self, router):
-        return self.http("GET", router + "/health", headers=self.headers)[0] == 200
+        return self.http("GET", router + self.router_ready_path, headers=self.headers)[0] == 200
 
     def snapshot(self):
         return dict((router, self.workers(router)) for router in self.routers)
@@ -398,7 +401,7 @@ class Fleet(object):
             missing = []
             for router in self.routers:
                 if not self.router_healthy(router):
-                    missing.append("%s: /health not 200" % router)
+                    missing.append("%s: %s not 200" % (router, self.router_ready_path))
                     continue
                 listed = self.view(router)
                 for worker in batch:
@@ -430,7 +433,7 @@ def run(params, http=http_call, clock=time.monotonic, sleep=time.sleep, check_mo
                worker_health_path=params.get("worker_health_path", "/health"),
                worker_metrics_path=params.get("worker_metrics_path", "/metrics"), headers=headers,
                aliases=aliases, worker_api_key=params.get("worker_api_key"), listed_as=params.get("listed_as"),
-               kinds=params.get("kinds"))
+               kinds=params.get("kinds"), router_ready_path=params.get("router_ready_path") or "/readiness")
     result = {"changed": False, "state": state, "workers": batch, "routers": {}, "log": fl.log, "put_back": {}}
     started = clock()
     held_file = params.get("held_out_file") or ""

@@ -22,8 +22,9 @@ description:
     would leave more than O(max_unavailable) workers of O(fleet) out of a router, or a router without a
     healthy worker.
   - V(present) waits until each worker answers its own C(/health) with 200, adds it to every router that does
-    not list it, and waits until every router answers C(/health) 200 and lists every worker as healthy.
-  - V(verified) changes nothing; every router answers C(/health) 200 and lists every worker as healthy (waits up
+    not list it, and waits until every router answers its readiness (O(router_ready_path)) 200 and lists every
+    worker as healthy.
+  - V(verified) changes nothing; every router answers its readiness 200 and lists every worker as healthy (waits up
     to O(timeout)). V(status) only reads.
   - V(reconciled) first puts back every worker of O(workers) that answers its own C(/health) with 200 but is not
     listed by a router (left out by an earlier failed re-add; RV(put_back) says so), then verifies as V(verified).
@@ -129,6 +130,13 @@ options:
         put back as the kind a router listed it as.
     type: dict
     default: {}
+  router_ready_path:
+    description:
+      - The routers' readiness path, asked wherever a router must be serving (V(present), V(verified),
+        V(reconciled)). Both pinned gateways (sglang-router 0.3.2, SMG 1.13.0) serve C(/readiness), which answers
+        503 while the gateway stops or has no healthy worker; their C(/health) stays 200 then.
+    type: str
+    default: /readiness
   worker_health_path:
     description: The workers' health path.
     type: str
@@ -241,6 +249,7 @@ def main():
             aliases=dict(type="dict", default={}),
             listed_as=dict(type="dict", default={}),
             kinds=dict(type="dict", default={}),
+            router_ready_path=dict(type="str", default="/readiness"),
             worker_health_path=dict(type="str", default="/health"),
             worker_metrics_path=dict(type="str", default="/metrics"),
             poll_interval=dict(type="float", default=0.5),

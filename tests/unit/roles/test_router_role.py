@@ -167,7 +167,8 @@ def test_preflight_refuses_managed_flags_in_extra_args():
     managed = _yaml("vars", "main.yml")["_router_managed_flags"]
     assert {"worker-urls", "api-key", "port", "policy"} <= set(managed)
     text = open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8").read()
-    assert "sglang_router_extra_args.keys() | intersect(_router_managed_flags)" in text
+    # the extra flags' refusals are one Python function (managed, unknown, secrets: test_sglang_router_extra_args)
+    assert "gpuserve.sglang.sglang_router_extra_args_problems(\n           _router_managed_flags" in text
 
 
 class _HV(dict):
@@ -189,8 +190,9 @@ def test_a_batch_is_drained_under_the_routers_lease_and_restart_yml_gives_it_bac
     """Issue 22: two rollouts at once could each drain a worker of a two-worker router past the last healthy one,
     and a router restart mid-drain lists the drained worker again. drain.yml takes the lease on every router of
     the group before the drain module runs; restart.yml gives it back in the block's always (a failed or stopped
-    batch too); the id is one per ansible-playbook run, not the per-host gpuserve_lease_id (the host that gives it
-    back need not be the one that took it)."""
+    batch too); the id is the run's own, made by the module's action plugin (no id given), not the per-host
+    gpuserve_lease_id (the host that gives it back need not be the one that took it; issue 39: never
+    rollout-<hostname>-<pid>, the same for every run where the pid is empty)."""
     drain = _yaml("tasks", "drain.yml")
     names = [t["name"] for t in drain]
     lease_at = next(i for i, t in enumerate(drain) if t.get("ansible.builtin.include_tasks") == "rollout_lease.yml")
@@ -199,9 +201,8 @@ def test_a_batch_is_drained_under_the_routers_lease_and_restart_yml_gives_it_bac
     assert drain[lease_at]["vars"] == {"_router_rollout_lease_state": "acquired"}
 
     lease = _yaml("tasks", "rollout_lease.yml")
-    ident = lease[0]["ansible.builtin.set_fact"]["_router_rollout_lease_id"]
-    assert "gpuserve_lease_owner.pid" in ident and "gpuserve_lease_id" not in ident
     modules = [t for t in lease if "gpuserve.sglang.sglang_lease" in t]
+    assert all("id" not in t["gpuserve.sglang.sglang_lease"] for t in modules)
     assert all(t["run_once"] and t["delegate_to"] for t in modules)
     assert [t["gpuserve.sglang.sglang_lease"]["unit"] for t in modules] == [
         "{{ hostvars[item].sglang_router_service_name | default(sglang_router_service_name) }}.service",
@@ -214,3 +215,13 @@ def test_a_batch_is_drained_under_the_routers_lease_and_restart_yml_gives_it_bac
     released = [t for t in outer["always"] if t.get("ansible.builtin.include_role", {}).get("tasks_from") == "rollout_lease"]
     assert len(released) == 1 and released[0]["vars"] == {"_router_rollout_lease_state": "released"}
     assert "_router_rollout_lease_tried | default(false) | bool" in released[0]["when"]
+
+
+def test_systemd_never_kills_the_gateway_before_its_own_drain():
+    """Issue 41: the gateway waits --shutdown-grace-period-secs for its requests on SIGTERM (both pinned releases,
+    default 180 s); the unit's TimeoutStopSec was 30, so systemd's SIGKILL cut that drain short. The role manages
+    the flag and the unit stops 15 s after it."""
+    assert _settings(_render_unit())["TimeoutStopSec"] == [str(DEFAULTS["sglang_router_shutdown_grace_period_secs"] + 15)]
+    assert _settings(_render_unit(sglang_router_shutdown_grace_period_secs=300))["TimeoutStopSec"] == ["315"]
+    with open(os.path.join(ROLE, "tasks", "configure.yml"), encoding="utf-8") as handle:
+        assert "'shutdown-grace-period-secs': sglang_router_shutdown_grace_period_secs | int" in handle.read()

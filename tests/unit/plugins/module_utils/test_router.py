@@ -66,6 +66,7 @@ class FakeFleet(object):
         self.smg = False          # SMG 1.13: a removed worker stays listed as draining for a few polls, POST 409s
         self.draining = {}        # (router, url) -> polls left
         self.pd_inflight = {}     # prefill url -> requests in its inflight queue (a decode server pulls their KV)
+        self.not_ready = set()    # routers whose /readiness answers 503 (stopping, draining)
 
     def clock(self):
         return self.now
@@ -93,7 +94,9 @@ class FakeFleet(object):
         if base in self.lists:
             workers = self.lists[base]
             if method == "GET" and path == "/health":
-                return 200, "OK"
+                return 200, "OK"          # SMG: 200 while it drains, stops or has no worker
+            if method == "GET" and path == "/readiness":
+                return (503, "insufficient healthy workers") if base in self.not_ready else (200, "OK")
             if method == "GET" and path == "/workers":
                 return 200, json.dumps({"workers": [dict(v, url=k) for k, v in workers.items()],
                                         "total": len(workers)})
@@ -417,3 +420,14 @@ def test_released_clears_the_record_and_an_unreadable_record_refuses(tmp_path):
     record.write_text("{not json")
     with pytest.raises(RouterError, match="not JSON"):
         go(fake, state="reconciled", workers=W, held_out_file=str(record))
+
+
+def test_a_router_is_judged_by_its_readiness_not_its_health():
+    """Issue 41 (fails on 59633b9, which asked /health): a gateway that is stopping or draining answers /health 200
+    and /readiness 503; the verify does not call it serving."""
+    fake = FakeFleet(routers=[R[0]])
+    fake.not_ready.add(R[0])
+    with pytest.raises(RouterError, match="/readiness not 200"):
+        go(fake, routers=[R[0]], state="verified", workers=W, timeout=3)
+    fake.not_ready.clear()
+    assert go(fake, routers=[R[0]], state="verified", workers=W, timeout=3)["changed"] is False
