@@ -55,6 +55,77 @@ STOP_KILLED_RE = re.compile(r"State '(?:stop-sigterm|final-sigterm|stop-post|sto
                             r"State '(?:stop-sigterm|final-sigterm)' timed out\. Skipping SIGKILL", re.S)
 STOP_RESULT_RE = re.compile(r"Failed with result '([\w-]+)'")
 KILL_SUBSTATES = ("stop-sigkill", "final-sigkill")
+STOP_TIMEOUT_RE = re.compile(r"State '[\w-]+' timed out\. (?:Killing|Skipping SIGKILL)")
+SWEEP_RE = re.compile(r"Killing process \d+ \(.*\) with signal SIGKILL")
+MAIN_EXIT_RE = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>\d+)(?:/(?P<name>\w+))?")
+OOM_RE = re.compile(r"killed by the OOM killer|Failed with result 'oom-kill'")
+# SGLang's own ending (0.5.9 .. 0.5.23, utils/common.py kill_process_tree, called by the main process after its
+# SIGTERM drain or a child's SIGQUIT): it logs this line, SIGKILLs its children, then itself: exit status 137.
+SGLANG_KILL_TREE_RE = re.compile(r"kill_process_tree called: parent_pid=(?P<parent>\d+), include_parent=True, "
+                                 r"pid=(?P<pid>\d+)")
+SGLANG_SIGTERM_RE = re.compile(r"SIGTERM received\. signum=")
+STOPPING_RE = re.compile(r"^Stopping ")
+STOP_SERVICE_TAIL = 200       # the stopped invocation's own last lines read for its ending
+ENDINGS = {
+    "sglang_sigkill": "SGLang's own ending: after SIGTERM it SIGKILLed its own process tree (exit status 137)",
+    "sglang_crash": "SGLang SIGKILLed its own process tree after a child process failed, before any stop",
+    "timeout_kill": "killed by systemd: TimeoutStopSec ran out",
+    "oom_kill": "killed by the kernel's OOM killer",
+    "signal": "killed by a signal that was neither SGLang's own nor systemd's stop timeout",
+    "exit_code": "exited with a non-zero status",
+    "exited": "exited",
+    "unknown": "not seen to end",
+}
+
+
+def stop_ending(manager_lines, service_lines):
+    """How a stopped invocation ended, from systemd's lines about it and the invocation's own last lines:
+    (ending, facts). SGLang SIGKILLs itself at the end of every stop (after SIGTERM: the drain, or a child's
+    SIGQUIT under KillMode=control-group): the main process exits ``code=killed, status=9/KILL`` (137) right after
+    its own ``kill_process_tree called: parent_pid=P, include_parent=True, pid=P``; systemd records
+    Result=signal. That is ``sglang_sigkill``, not a crash and not an OOM kill. systemd's TimeoutStopSec kill
+    (``State 'stop-sigterm' timed out. Killing.``, Result=timeout) is ``timeout_kill``; systemd's SIGKILL of
+    processes left after a main process that killed itself is a sweep (``leftovers_killed``), not a timeout."""
+    facts = {}
+    main_exit = None
+    exit_index = None
+    for index, line in enumerate(manager_lines):
+        match = MAIN_EXIT_RE.search(line)
+        if match:
+            main_exit, exit_index = match, index
+    if main_exit:
+        facts["main_exit"] = "code=%s, status=%s" % (main_exit.group("code"), main_exit.group("status"))
+        if main_exit.group("code") == "killed":
+            facts["exit_status"] = 128 + int(main_exit.group("status"))
+        elif main_exit.group("code") == "exited":
+            facts["exit_status"] = int(main_exit.group("status"))
+    kill_tree = [line for line in service_lines if SGLANG_KILL_TREE_RE.search(line)]
+    own = [line for line in kill_tree
+           if SGLANG_KILL_TREE_RE.search(line).group("parent") == SGLANG_KILL_TREE_RE.search(line).group("pid")]
+    sigterm = [line for line in service_lines if SGLANG_SIGTERM_RE.search(line)]
+    sglang_lines = (sigterm[:1] + own[-1:])
+    if sglang_lines:
+        facts["sglang_lines"] = sglang_lines
+    timeout = any(STOP_TIMEOUT_RE.search(line) for line in manager_lines)
+    results = [m.group(1) for m in (STOP_RESULT_RE.search(line) for line in manager_lines) if m]
+    if timeout or "timeout" in results:
+        return "timeout_kill", facts
+    if any(OOM_RE.search(line) for line in manager_lines):
+        return "oom_kill", facts
+    if main_exit and main_exit.group("code") == "killed":
+        if main_exit.group("status") == "9" and own:
+            sweep = [line for line in manager_lines[exit_index + 1:] if SWEEP_RE.search(line)]
+            if sweep:
+                facts["leftovers_killed"] = sweep[:5]
+            # the stop's SIGTERM: SGLang's own line (its tail may have scrolled it away) or systemd's "Stopping"
+            stopped = sigterm or any(STOPPING_RE.search(line) for line in manager_lines[:exit_index])
+            return ("sglang_sigkill" if stopped else "sglang_crash"), facts
+        return "signal", facts
+    if main_exit and main_exit.group("code") == "exited" and main_exit.group("status") != "0":
+        return "exit_code", facts
+    if any("Deactivated successfully" in line for line in manager_lines) or (main_exit and not results):
+        return "exited", facts
+    return ("unknown" if not results else "exit_code" if "exit-code" in results else "signal"), facts
 
 
 def check_health_url(url):
@@ -254,8 +325,9 @@ class ServiceRunner(object):
             msg += " [phase: %s]" % self.phase
         stop = self.result.get("stop")
         if stop:
-            msg += " [previous stop: result=%s, killed=%s, %s s%s]" % (
+            msg += " [previous stop: result=%s, killed=%s, %s s, ending: %s%s]" % (
                 stop["result"], "yes (SIGKILL by systemd)" if stop["killed"] else "no", stop["seconds"],
+                stop.get("ending_means", "unknown"),
                 "; its pinned host memory may not have been released when this start began" if stop["killed"]
                 else "")
         if self.result.get("journal_lines_dropped"):
@@ -592,16 +664,23 @@ class ServiceRunner(object):
 
     # ---- the stop of the previous invocation -----------------------------------------------------
     def _report_stop(self):
-        """stop: {result, killed, seconds} of the invocation this task replaced (from systemd's own lines about
-        that invocation and the sub-states seen while it stopped)."""
+        """stop: {result, killed, ending, seconds} of the invocation this task replaced (from systemd's own lines
+        about that invocation, the invocation's own last lines and the sub-states seen while it stopped). killed:
+        systemd's SIGKILL at TimeoutStopSec (its timeout line, or a stop-sigkill / final-sigkill sub-state); SGLang's
+        own SIGKILL of its process tree after SIGTERM is ending ``sglang_sigkill``, never killed."""
         if not self.old_invocation or self.stop_watch is None:
             return
         reader = JournalReader(self.run, self.old_invocation, self.journalctl, service_lines=False)
         entries = reader.read(tail=200)
         lines = [entry.message for entry in entries if entry.from_manager]
-        killed_lines = [line for line in lines if STOP_KILLED_RE.search(line)]
+        # the old invocation's own last lines: only for how it ended (its HiCache lines never count)
+        own = JournalReader(self.run, self.old_invocation, self.journalctl, include_manager=False)
+        service = [entry.message for entry in own.read(tail=STOP_SERVICE_TAIL) if not entry.from_manager]
+        ending, facts = stop_ending(lines, service)
         substates = sorted(self.stop_watch["substates"])
-        killed = bool(killed_lines) or any(sub in KILL_SUBSTATES for sub in substates)
+        killed_lines = [line for line in lines if STOP_KILLED_RE.search(line) and
+                        line not in facts.get("leftovers_killed", ())]
+        killed = (bool(killed_lines) or any(sub in KILL_SUBSTATES for sub in substates)) and ending != "sglang_sigkill"
         result = None
         for line in lines:
             match = STOP_RESULT_RE.search(line)
@@ -619,7 +698,9 @@ class ServiceRunner(object):
         ended = self.stop_watch["ended"]
         seconds = round((ended if ended is not None else self.clock()) - self.stop_watch["since"], 3)
         report = {"invocation_id": self.old_invocation, "result": result, "killed": killed, "seconds": seconds,
-                  "substates_seen": substates}
+                  "substates_seen": substates, "ending": ending, "ending_means": ENDINGS[ending]}
+        report.update((key, [self.mask(line) for line in value] if isinstance(value, list) else value)
+                      for key, value in facts.items())
         if killed_lines:
             report["systemd_lines"] = killed_lines[:5]
         self.result["stop"] = report

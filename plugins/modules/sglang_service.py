@@ -322,9 +322,18 @@ stop:
     - How the invocation this task replaced ended. V(result) (systemd's C(Result), e.g. V(success), V(signal),
       V(timeout)), V(killed) (systemd sent SIGKILL after C(TimeoutStopSec)), V(seconds) (stop duration),
       V(substates_seen), V(systemd_lines) (systemd's own lines that prove the kill).
+    - V(ending) says how it ended (from systemd's lines and the invocation's own last lines), V(ending_means) in
+      words. V(sglang_sigkill) (SGLang's own end after SIGTERM, its C(kill_process_tree called) line then its SIGKILL of its
+      own process tree, exit status 137; not a crash, not an OOM kill, not V(killed)), V(timeout_kill) (systemd's
+      C(TimeoutStopSec) kill), V(oom_kill), V(sglang_crash) (SGLang killed its tree after a child failed, no stop
+      before it), V(signal) (another signal), V(exit_code), V(exited), V(unknown). V(main_exit), V(exit_status)
+      (137 for SIGKILL), V(sglang_lines) (its C(SIGTERM received) and C(kill_process_tree called) lines) and
+      V(leftovers_killed) (systemd's SIGKILL of processes left after SGLang's own SIGKILL, a sweep, not a timeout)
+      when seen.
   returned: when the task stopped or waited for the stop of an invocation
   type: dict
-  sample: {invocation_id: 2bcf..., result: timeout, killed: true, seconds: 60.4, substates_seen: [stop-sigkill, stop-sigterm]}
+  sample: {invocation_id: 4a9c..., result: signal, killed: false, seconds: 6.6, substates_seen: [stop-sigterm],
+           ending: sglang_sigkill, main_exit: "code=killed, status=9", exit_status: 137}
 sources:
   description: Where each fact came from (V(start_up) V(journal) or V(state_file (verified at ...)); V(unit), V(health) V(live)).
   returned: when verified

@@ -15,6 +15,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc as sr
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _service_runner as sr
 from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import StateFile
 from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import Systemctl
+from real_sglang_logs import journal_invocations
 
 STAMP = "2026-11-29 17:54:36"
 READY = "[%s] The server is fired up and ready to roll!" % STAMP
@@ -186,7 +187,7 @@ class FakeHost(object):
                                      (0.1, "sglang-kimi.service: Main process exited, code=killed, status=9/KILL"),
                                      (0.2, "sglang-kimi.service: Failed with result 'timeout'.")):
                     self.journal.append({"MESSAGE": text, "INVOCATION_ID": inv, "_t": self.kill_at + offset})
-            self.journal.append({"MESSAGE": "[%s] SIGTERM received. signum=15 frame=None. Draining requests and "
+            self.journal.append({"MESSAGE": "[%s] SIGTERM received. signum=None frame=None. Draining requests and "
                                             "shutting down..." % STAMP,
                                  "_SYSTEMD_INVOCATION_ID": self.current()[0], "_t": self.now})
             self.pending = ("start", None)
@@ -314,10 +315,11 @@ def test_hicache_lines_only_in_the_previous_invocation_fail():
     assert res["hicache"]["ranks_seen"] == []
     # the old invocation's lines were never read
     journal_calls = [c for c in host.calls if c[0].endswith("journalctl")]
-    # service lines are read only for the new invocation; of the old one only systemd's messages (stop report)
-    assert all("_SYSTEMD_INVOCATION_ID=%032x" % 2 in c or "_SYSTEMD_INVOCATION_ID=%032x" % 1 not in c
-               for c in journal_calls)
-    assert not any("_SYSTEMD_INVOCATION_ID=%032x" % 1 in c for c in journal_calls)
+    # service lines are read for the new invocation; of the old one only systemd's messages and, for the stop
+    # report's ending, its last lines (a bounded tail, never fed to the new invocation's reader)
+    old_reads = [c for c in journal_calls if "_SYSTEMD_INVOCATION_ID=%032x" % 1 in c]
+    assert all("--lines=%d" % sr.STOP_SERVICE_TAIL in c and "INVOCATION_ID=%032x" % 1 not in c for c in old_reads)
+    assert len(old_reads) == 1
 
 
 def test_seven_of_eight_ranks_fail_naming_the_missing_rank():
@@ -478,7 +480,7 @@ def test_journal_reads_are_incremental():
     ok, res = runner(host, state="restarted").execute()
     assert ok
     journal_calls = [c for c in host.calls if c[0].endswith("journalctl") and
-                     any(a.startswith("_SYSTEMD_INVOCATION_ID=") for a in c)]
+                     "_SYSTEMD_INVOCATION_ID=%032x" % 2 in c]
     assert len(journal_calls) > 3
     assert not any(a.startswith("--after-cursor") for a in journal_calls[0])
     assert all(any(a.startswith("--after-cursor") for a in c) for c in journal_calls[-2:])
@@ -615,6 +617,92 @@ def test_stop_killed_by_systemd_is_reported_and_named_in_a_failure():
     assert "State 'stop-sigterm' timed out. Killing." in res["stop"]["systemd_lines"][0]
     assert "previous stop: result=timeout, killed=yes" in res["msg"]
     assert "pinned host memory" in res["msg"]
+    assert res["stop"]["ending"] == "timeout_kill" and "TimeoutStopSec" in res["msg"]
+
+
+def real_stop(host):
+    """The host's restart ends the old invocation as the real SGLang 0.5.17 did under systemd 252 (collection run,
+    invocation stopped for the ratio 3 change): its own lines from SIGTERM to kill_process_tree, then systemd's."""
+    real = journal_invocations()[4]
+    service = real["service"][next(i for i, line in enumerate(real["service"]) if "SIGTERM received" in line):]
+    original = host.restart
+
+    def restart():
+        inv = host.current()[0]
+        original()
+        for line in service:
+            host.journal.append({"MESSAGE": line, "_SYSTEMD_INVOCATION_ID": inv, "_t": host.stop_until - 0.2})
+        for line in real["manager"][1:]:
+            host.journal.append({"MESSAGE": line, "INVOCATION_ID": inv, "_t": host.stop_until})
+    host.restart = restart
+    return host
+
+
+def test_sglangs_own_sigkill_after_sigterm_is_its_ending_not_a_crash_nor_a_kill():
+    """Issue 40: the real server's stop, exit 137 after SIGTERM with SGLang's own kill_process_tree line."""
+    fatal = ("ValueError: Not enough host memory available. Requesting 22.39 GB but only have 8.12 GB free. "
+             "Please reduce the size of the hierarchical cache.")
+    host = real_stop(FakeHost([server_script(), server_script(fatal=fatal, exit_at=1.7, ready=False)], drain=6.0,
+                              timeout_stop=60.0))
+    ok, res = runner(host, state="restarted").execute()
+    assert not ok
+    stop = res["stop"]
+    assert stop["ending"] == "sglang_sigkill" and stop["killed"] is False and stop["result"] == "signal"
+    assert stop["exit_status"] == 137 and stop["main_exit"] == "code=killed, status=9"
+    assert stop["sglang_lines"][0].endswith("SIGTERM received. signum=None frame=None. Draining requests and "
+                                            "shutting down...")
+    assert stop["sglang_lines"][1].endswith("kill_process_tree called: parent_pid=76, include_parent=True, pid=76")
+    assert "killed=no" in res["msg"] and "SGLang's own ending" in res["msg"] and "pinned host memory" not in res["msg"]
+
+
+def test_the_real_endings_are_told_apart():
+    invs = journal_invocations()
+    ending, facts = sr.stop_ending(invs[4]["manager"], invs[4]["service"])
+    assert ending == "sglang_sigkill" and facts["exit_status"] == 137 and "leftovers_killed" not in facts
+    # a start that died (a child's SIGQUIT: no ninja) and SGLang killed its tree: systemd swept what was left
+    ending, facts = sr.stop_ending(invs[0]["manager"], invs[0]["service"])
+    assert ending == "sglang_crash" and len(facts["leftovers_killed"]) == 2
+    # the same sweep after a stop is not systemd's TimeoutStopSec kill (old code: killed=yes from the sweep lines)
+    stopping = ["Stopping sglang-kimi.service - SGLang (real 0.5.17, tiny model) with HiCache..."]
+    ending, facts = sr.stop_ending(invs[0]["manager"][:1] + stopping + invs[0]["manager"][1:], invs[0]["service"])
+    assert ending == "sglang_sigkill" and facts["leftovers_killed"][0].endswith(
+        "Killing process 271 (cuda00001800007) with signal SIGKILL.")
+    # systemd's TimeoutStopSec kill, systemd 252's own lines, whatever SGLang printed before it
+    timeout = ["sglang-kimi.service: State 'stop-sigterm' timed out. Killing.",
+               "sglang-kimi.service: Killing process 101 (python3) with signal SIGKILL.",
+               "sglang-kimi.service: Main process exited, code=killed, status=9/KILL",
+               "sglang-kimi.service: Failed with result 'timeout'."]
+    assert sr.stop_ending(stopping + timeout, invs[4]["service"])[0] == "timeout_kill"
+    # an OOM kill, a plain SIGKILL from elsewhere, a clean exit
+    oom = ["sglang-kimi.service: A process of this unit has been killed by the OOM killer.",
+           "sglang-kimi.service: Main process exited, code=killed, status=9/KILL",
+           "sglang-kimi.service: Failed with result 'oom-kill'."]
+    assert sr.stop_ending(stopping + oom, invs[4]["service"])[0] == "oom_kill"
+    assert sr.stop_ending(stopping + timeout[2:3] + ["sglang-kimi.service: Failed with result 'signal'."],
+                          [])[0] == "signal"
+    assert sr.stop_ending(invs[1]["manager"], invs[1]["service"])[0] == "exited"
+
+
+def test_the_sweep_after_sglangs_own_sigkill_is_not_reported_as_killed():
+    """Old code: systemd's 'Killing process N (...) with signal SIGKILL' of what SGLang's own SIGKILL left was read
+    as the TimeoutStopSec kill (killed=yes, and the next start's failure blamed on the stop)."""
+    invs = journal_invocations()
+    host = FakeHost([server_script(), server_script()], drain=4.0, timeout_stop=60.0)
+    original = host.restart
+
+    def restart():
+        inv = host.current()[0]
+        original()
+        host.journal.append({"MESSAGE": invs[4]["service"][-1], "_SYSTEMD_INVOCATION_ID": inv,
+                             "_t": host.stop_until - 0.2})
+        for line in ["Stopping sglang-kimi.service - SGLang (real 0.5.17, tiny model) with HiCache..."] + \
+                invs[0]["manager"][1:]:
+            host.journal.append({"MESSAGE": line, "INVOCATION_ID": inv, "_t": host.stop_until})
+    host.restart = restart
+    ok, res = runner(host, state="restarted").execute()
+    assert ok, res.get("msg")
+    assert res["stop"]["killed"] is False and res["stop"]["ending"] == "sglang_sigkill"
+    assert len(res["stop"]["leftovers_killed"]) == 2 and "systemd_lines" not in res["stop"]
 
 
 def test_stop_that_ends_by_itself_is_not_called_killed():
