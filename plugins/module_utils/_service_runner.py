@@ -60,10 +60,12 @@ SWEEP_RE = re.compile(r"Killing process \d+ \(.*\) with signal SIGKILL")
 MAIN_EXIT_RE = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<status>\d+)(?:/(?P<name>\w+))?")
 OOM_RE = re.compile(r"killed by the OOM killer|Failed with result 'oom-kill'")
 # SGLang's own ending (0.5.9 .. 0.5.23, utils/common.py kill_process_tree, called by the main process after its
-# SIGTERM drain or a child's SIGQUIT): it logs this line, SIGKILLs its children, then itself: exit status 137.
+# SIGTERM drain or a child's SIGQUIT): it SIGKILLs its children, then itself: exit status 137. From 0.5.13 on
+# (read in the 0.5.9, 0.5.11, 0.5.12, 0.5.13, 0.5.17 and 0.5.23 wheels) it logs this line first.
 SGLANG_KILL_TREE_RE = re.compile(r"kill_process_tree called: parent_pid=(?P<parent>\d+), include_parent=True, "
                                  r"pid=(?P<pid>\d+)")
 SGLANG_SIGTERM_RE = re.compile(r"SIGTERM received\. signum=")
+SGLANG_SIGQUIT_RE = re.compile(r"Received sigquit from a child process|SIGQUIT received\. signum=")
 STOPPING_RE = re.compile(r"^Stopping ")
 STOP_SERVICE_TAIL = 200       # the stopped invocation's own last lines read for its ending
 ENDINGS = {
@@ -112,8 +114,11 @@ def stop_ending(manager_lines, service_lines):
         return "timeout_kill", facts
     if any(OOM_RE.search(line) for line in manager_lines):
         return "oom_kill", facts
+    sigquit = [line for line in service_lines if SGLANG_SIGQUIT_RE.search(line)]
     if main_exit and main_exit.group("code") == "killed":
-        if main_exit.group("status") == "9" and own:
+        # 0.5.13+ log kill_process_tree; 0.5.9 .. 0.5.12 end the same way without that line: their SIGTERM (or
+        # SIGQUIT) line, then the main process's SIGKILL, is SGLang's own end too
+        if main_exit.group("status") == "9" and (own or sigterm or sigquit):
             sweep = [line for line in manager_lines[exit_index + 1:] if SWEEP_RE.search(line)]
             if sweep:
                 facts["leftovers_killed"] = sweep[:5]

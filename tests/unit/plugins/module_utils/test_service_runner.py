@@ -681,6 +681,11 @@ def test_the_real_endings_are_told_apart():
     assert sr.stop_ending(stopping + timeout[2:3] + ["sglang-kimi.service: Failed with result 'signal'."],
                           [])[0] == "signal"
     assert sr.stop_ending(invs[1]["manager"], invs[1]["service"])[0] == "exited"
+    # 0.5.9 .. 0.5.12 print no kill_process_tree line: their SIGTERM line, then the SIGKILL exit, is the same end
+    no_tree = [line for line in invs[4]["service"] if "kill_process_tree" not in line]
+    ending, facts = sr.stop_ending(invs[4]["manager"], no_tree)
+    assert ending == "sglang_sigkill" and facts["exit_status"] == 137 and len(facts["sglang_lines"]) == 1
+    assert sr.stop_ending(invs[4]["manager"], [])[0] == "signal"      # no line of SGLang's: not told as its own
 
 
 def test_the_sweep_after_sglangs_own_sigkill_is_not_reported_as_killed():
