@@ -6,6 +6,8 @@
 # (SGLang 0.5.17 and what its start imports, as a pip --target tree; Debian 12's systemd 252 packages; the
 # development controller's ansible-core and resolvelib wheels: the image has the rest). Run from the repo root there:
 #   bash tests/gpu/real_server.sh            (stages resume: a second call goes on where the first stopped)
+# GPU_CARRY names the carried folder when the lane runs from a snapshot of the collection (git archive of a commit
+# into another ignored folder: the checkout's uncommitted work then stays behind).
 # What runs, in order (each stage labelled; the lane goes on past a failed step and exits 1 if any failed):
 #   setup   systemd 252 as PID 1 of its own PID/mount/cgroup namespaces (the machine's PID 1 is not systemd);
 #           SGLang 0.5.17 put first on the path of the image's torch venv (a .pth); a tiny random Llama
@@ -23,7 +25,7 @@ set -u
 export GPU_KEEP_WORK=1
 gpu_lib_init real_server
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
-CARRY="$REPO/.gpu-carry"
+CARRY="${GPU_CARRY:-$REPO/.gpu-carry}"
 STATE=/var/tmp/gpuserve-real          # stage markers and what later stages need (kept across calls)
 mkdir -p "$STATE/logs"
 LOGS="$STATE/logs"          # the role runs' logs (kept across calls)
@@ -163,7 +165,6 @@ if ! done_stage plan; then
         ratio: 2
         model_path: $MODEL
         gpus: "{{ info.gpus }}"
-        release: "0.5.17"
         compare:
           - {name: ratio3, ratio: 3}
       register: plan
