@@ -252,3 +252,69 @@ def test_an_unverified_running_invocation_is_verified_inside_the_rescue():
     assert service["gpuserve.sglang.sglang_service"]["state"] == \
         "{{ 'started' if _server_verify_only | default(false) | bool else 'restarted' }}"
     assert "rescue" in block
+
+
+# ---- a group moves as one; an interrupted rollback is finished (issue 39) ------------------------------------------
+def _names(tasks):
+    return [t.get("name") for t in tasks]
+
+
+def _index(tasks, predicate):
+    return next(i for i, t in enumerate(tasks) if predicate(t))
+
+
+def test_a_node_missing_from_the_play_stops_the_group_before_any_node_stops():
+    """Defect 3. Old code: nothing between the preflight and the restart looked at the other nodes: a node that
+    dropped out after its preflight (lease held, configure failed, UNREACHABLE) left node 0 to restart alone.
+    Now every node takes its group's verdict over ansible_play_batch before the strays, the GPUs or the unit are
+    stopped, and any_errors_fatal ends the play for every host."""
+    run = _yaml("tasks", "run.yml")
+    verdict = _index(run, lambda t: "any_errors_fatal" in t and "ansible.builtin.assert" in t)
+    task = run[verdict]
+    assert task["any_errors_fatal"] is True
+    assert "sglang_group_problems(hostvars, ansible_play_batch)" in task["vars"]["_server_group_problems"]
+    ready = _index(run, lambda t: (t.get("ansible.builtin.set_fact") or {}).get("_server_node_ready") is True)
+    assert ready < verdict
+    for first_stop in ("strays.yml", "free_gpus.yml", "restart.yml"):
+        assert verdict < _index(run, lambda t, f=first_stop: t.get("ansible.builtin.include_tasks") == f)
+    # a node is "ready" only in this run: its preflight resets the facts the verdicts read
+    reset = _yaml("tasks", "nodes.yml")[0]["ansible.builtin.set_fact"]
+    assert reset["_server_node_ready"] is False and reset["_server_gates_passed"] is False and reset["_server_restart"] == {}
+
+
+def test_the_gates_run_before_the_groups_verdict_and_no_node_keeps_before_it():
+    """Defect 4. Old code: the gates ran after the all-nodes check, on node 0 only: a gate failure rolled back
+    node 0 alone while nodes 1..N went on to keep the new configuration as their last good set."""
+    block = next(t for t in _yaml("tasks", "restart.yml") if "block" in t)["block"]
+    gates = [_index(block, lambda t, f=f: t.get("ansible.builtin.include_tasks") == f)
+             for f in ("bench_gate.yml", "answers_gate.yml")]
+    verdict = _index(block, lambda t: "gates='_server_gates_passed'" in str(t.get("vars", {})))
+    passed = _index(block, lambda t: (t.get("ansible.builtin.set_fact") or {}).get("_server_gates_passed") is True)
+    assert max(gates) < passed < verdict == len(block) - 1
+    assert "result='_server_restart'" in block[verdict]["vars"]["_server_group_problems"]
+    run = _yaml("tasks", "run.yml")
+    keep = _index(run, lambda t: t.get("ansible.builtin.include_tasks") == "last_good.yml")
+    check = [i for i, t in enumerate(run) if t.get("any_errors_fatal") is True]
+    assert len(check) == 2 and check[1] < keep
+
+
+def test_an_open_restore_is_opened_before_the_stop_and_finished_by_the_next_run():
+    """Defect 6. Old code: nothing recorded a rollback in progress; killed after "Stop the failed invocation" or
+    with one copy failed, the next run took the "start when not running" path and never rolled back."""
+    restart = _yaml("tasks", "restart.yml")
+    block = next(t for t in restart if "block" in t)
+    opening = _index(block["rescue"], lambda t: (t.get("gpuserve.sglang.sglang_last_good") or {}).get("state") == "restoring")
+    rollback = _index(block["rescue"], lambda t: t.get("name") == "Roll back to the last good configuration")
+    assert opening < rollback
+    inner = block["rescue"][rollback]["block"]
+    assert "ansible.builtin.systemd_service" in inner[0]
+    restored = _index(inner, lambda t: (t.get("gpuserve.sglang.sglang_last_good") or {}).get("state") == "restored")
+    assert restored > 0
+    # the next run, whatever the unit's state: an open restore makes the rescue's path due, first thing in the block
+    first = block["block"][0]
+    assert "ansible.builtin.fail" in first and first["when"] == "_server_inputs_now.restore_open | default({}) | length > 0"
+    mark = next(t for t in _yaml("tasks", "run.yml") if "_server_verify_only" in (t.get("ansible.builtin.set_fact") or {}))
+    assert "_server_restore_open" in mark["ansible.builtin.set_fact"]["_server_restart_pending"]
+    assert "not _server_restore_open" in mark["ansible.builtin.set_fact"]["_server_verify_only"]
+    assert "_server_restore_open" in mark["when"]
+    assert "restore_open" in mark["vars"]["_server_restore_open"]
