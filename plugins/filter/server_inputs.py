@@ -123,6 +123,11 @@ def sglang_input_problems(inputs):
     launch = inputs.get("sglang_launch_script")
     if launch and not _text(launch).startswith("/"):
         add("sglang_launch_script %r must be an absolute path or empty" % (launch,))
+    keys = [name for name in ("sglang_api_key", "sglang_admin_api_key") if inputs.get(name)]
+    if "sglang_launch_script" in inputs and not launch and keys:
+        add("sglang_launch_script is empty while %s is set: without the launcher SGLang prints its server_args, "
+            "the key in clear (api_key='...'), into the journal; keep the launcher (the default %s) or set no key"
+            % (" and ".join(keys), "/usr/local/lib/gpuserve-sglang/sglang_launch.py"))
     # Paths a root unit's ExecStart takes (the textfile timer: sglang_textfile.py --record ... --out ...); the unit
     # line itself is quoted by sglang_cmdline, these must be absolute paths a file can have (issue 22).
     for name in ("sglang_record_json_file", "sglang_metrics_textfile_dir"):

@@ -4,7 +4,14 @@
 
 On the host: ``<backup dir>/last-good/manifest.json`` names the verified invocation and, for each file it read,
 whether it existed, its mode and owner, its sha256 (never for a secret file) and, for the restorable ones, the
-kept copy ``<backup dir>/last-good/<sha1 of the path>.<invocation>`` (root, 0600). roles/server/tasks/restart.yml's rescue
+kept copy ``<backup dir>/last-good/<sha1 of the path>.<invocation>`` (root, 0600).
+
+A secret file (the keys) is neither copied nor restored unless the operator asks (``keep_secrets``, the role's
+``sglang_last_good_keeps_secrets``; the manifest then says ``"secrets_kept": true``): a deploy that rotates a
+leaked key and then fails verification must not put the old key back. A manifest written before this rule named
+the secret file restorable with a copy; ``restore`` still leaves it alone (a secret entry is one in
+``secret_paths``, or one that existed and has no sha256, which only a secret lacks), and the next ``keep``
+removes that copy. roles/server/tasks/restart.yml's rescue
 puts those copies back; stale.yml asks which files the running invocation does not have.
 
 Two operations, each one module call (gpuserve.sglang.sglang_last_good) instead of a stat per file:
@@ -75,22 +82,27 @@ def file_state(path, checksum=False):
     return state
 
 
-def manifest(states, invocation_id, restorable, directory, secret_paths=()):
+def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep_secrets=False):
     """The manifest of a verified invocation from ``[(path, file_state(path, checksum=True))]``; the kept copies
-    are named after the invocation (copy_path)."""
+    are named after the invocation (copy_path). A file of ``secret_paths`` is restorable (and copied) only with
+    ``keep_secrets``."""
     files = {}
     for path, state in states:
         entry = {"exists": bool(state.get("exists"))}
+        kept = path in restorable and (keep_secrets or path not in secret_paths)
         if entry["exists"]:
             entry.update(mode=state.get("mode"), owner=state.get("owner"), group=state.get("group"))
             if path not in secret_paths:
                 entry["sha256"] = state.get("sha256")
-            if path in restorable:
+            if kept:
                 entry["kept_at"] = copy_path(directory, path, invocation_id or "unknown")
-        if path in restorable:
+        if kept:
             entry["restorable"] = True
         files[path] = entry
-    return {"invocation_id": invocation_id or "", "files": files}
+    data = {"invocation_id": invocation_id or "", "files": files}
+    if keep_secrets and any(path in secret_paths for path in files):
+        data["secrets_kept"] = True
+    return data
 
 
 def manifest_text(data):
@@ -157,7 +169,7 @@ def _needs_write(dest, data):
         return handle.read() != data
 
 
-def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False):
+def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False, keep_secrets=False):
     """After a verified start: the set of this invocation, replaced as a whole. Each restorable file that exists
     is copied to a name of this invocation (the copies the current manifest names are not touched), then the
     manifest is renamed into place (the switch), then the copies no manifest names any more are removed. A kill
@@ -177,7 +189,7 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
             os.chown(directory, 0, 0)
             written.append(directory)
     states = [(path, file_state(path, checksum=True)) for path in paths]
-    data = manifest(states, invocation_id, restorable, directory, secret_paths)
+    data = manifest(states, invocation_id, restorable, directory, secret_paths, keep_secrets)
     for path, entry in data["files"].items():
         if "kept_at" not in entry:
             continue
@@ -268,18 +280,27 @@ def _owner_ids(entry):
     return uid, gid
 
 
-def restore(directory, check_mode=False):
+def is_secret_entry(path, entry, secret_paths=()):
+    """A manifest entry of a secret file: named in ``secret_paths``, or one that existed without a sha256 (the
+    manifest never holds a secret's hash; every other file that existed has one)."""
+    return path in secret_paths or (isinstance(entry, dict) and bool(entry.get("exists")) and "sha256" not in entry)
+
+
+def restore(directory, check_mode=False, secret_paths=()):
     """Put back every restorable file of the manifest as the last verified start had it: each kept copy renamed
     into place through a temporary file with the recorded mode and owner (only where content, mode or owner
     differ), each file it did not have removed. Idempotent: run again after a kill or a failed copy, it does
     what is left. The open restore stays open (``keep`` closes it after the restored set verified).
     Returns {"changed", "put_back", "removed", "missing", "manifest"}; ``missing`` names kept copies that are gone
-    (those files cannot be put back)."""
+    (those files cannot be put back). A secret file (is_secret_entry) is left as it is, whatever an older manifest
+    says, unless the manifest was kept with ``keep_secrets`` (``secrets_kept``): a rotated key stays."""
     data, problem = load_manifest(directory)
     files = data.get("files") if isinstance(data.get("files"), dict) else {}
     put_back, removed, missing = [], [], []
     for path, entry in sorted(files.items()):
         if not isinstance(entry, dict) or not entry.get("restorable"):
+            continue
+        if data.get("secrets_kept") is not True and is_secret_entry(path, entry, secret_paths):
             continue
         if not entry.get("exists"):
             if os.path.lexists(path):

@@ -23,7 +23,7 @@ description:
     Each file goes through a temporary file and a rename, only where its content, mode or owner differs; a kill
     at any point leaves the old set or the new one. It also closes an open restore (the files on disk verified).
   - A rollback, in two calls around the stop of the failed invocation. O(state=restoring), before the stop,
-    opens the restore (C(restore.json) beside the manifest: the manifest's invocation and when it began);
+    opens the restore (C(restore.json) beside the manifest, with the manifest's invocation and when it began);
     O(state=restored) puts back each restorable file of the manifest as the last verified start had it (the kept
     copy through a temporary file and a rename, with its mode and owner; a file it did not have removed), only
     where it differs. The restore stays open until O(state=kept) after the restored set verified, so that a
@@ -65,10 +65,19 @@ options:
     elements: path
     default: []
   secret_paths:
-    description: Those of O(paths) whose sha256 stays out of the manifest.
+    description:
+      - Those of O(paths) that hold secrets (the keys). Their sha256 stays out of the manifest; O(state=kept) keeps no
+        copy of them and O(state=restored) does not put them back (a rotated key stays), unless O(keep_secrets).
+      - O(state=restored) also leaves alone a secret file that an older manifest named restorable.
     type: list
     elements: path
     default: []
+  keep_secrets:
+    description:
+      - O(state=kept). Keep a copy of the files of O(secret_paths) and make them restorable (the manifest records
+        C(secrets_kept)); a rollback then puts back the secrets the last verified start read, also over a rotated key.
+    type: bool
+    default: false
   invocation_id:
     description:
       - The systemd InvocationID of the running (O(state=read)) or just verified (O(state=kept)) invocation.
@@ -101,8 +110,8 @@ EXAMPLES = r"""
     state: kept
     directory: /etc/sglang/backup/last-good
     paths: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/sglang-kimi.secrets.yaml, /etc/sglang/nccl.env]
-    restorable: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/sglang-kimi.secrets.yaml, /etc/sglang/nccl.env]
-    secret_paths: [/etc/sglang/sglang-kimi.secrets.yaml]
+    restorable: [/etc/systemd/system/sglang-kimi.service, /etc/sglang/nccl.env]
+    secret_paths: [/etc/sglang/sglang-kimi.secrets.yaml]   # never copied, never restored (keep_secrets: false)
     invocation_id: 98ed0f3a4c1e4bb1a6f0e6bd2a1b77c3
 """
 
@@ -173,6 +182,7 @@ def main():
             paths=dict(type="list", elements="path", required=True),
             restorable=dict(type="list", elements="path", default=[]),
             secret_paths=dict(type="list", elements="path", default=[], no_log=False),  # paths, not secrets
+            keep_secrets=dict(type="bool", default=False, no_log=False),  # a choice, not a secret
             invocation_id=dict(type="str", default=""),
             active_since=dict(type="int", default=0),
             reason=dict(type="str", default=""),
@@ -197,7 +207,8 @@ def main():
             if params["state"] == "restoring":
                 result = _last_good.begin_restore(params["directory"], params["reason"], check_mode=module.check_mode)
             else:
-                result = _last_good.restore(params["directory"], check_mode=module.check_mode)
+                result = _last_good.restore(params["directory"], check_mode=module.check_mode,
+                                            secret_paths=params["secret_paths"])
         except OSError as exc:
             module.fail_json(msg="sglang_last_good: the last good set in %s could not be put back: %s (the restore "
                              "stays open: the next run finishes it)" % (params["directory"], exc))
@@ -210,7 +221,8 @@ def main():
         module.exit_json(**result)
     try:
         result = _last_good.keep(params["directory"], params["paths"], params["restorable"], params["secret_paths"],
-                                 params["invocation_id"], check_mode=module.check_mode)
+                                 params["invocation_id"], check_mode=module.check_mode,
+                                 keep_secrets=params["keep_secrets"])
     except OSError as exc:
         module.fail_json(msg="sglang_last_good: the last-good set in %s could not be written: %s"
                          % (params["directory"], exc))

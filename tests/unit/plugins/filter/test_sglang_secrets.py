@@ -68,3 +68,19 @@ def test_the_roles_mask_through_the_filter_and_no_log_with_either_key():
         assert not re.search(r"replace\(\s*sglang_\w*api_key", text), path
         assert 'no_log: "{{ sglang_api_key | length > 0 }}"' not in text, path
         assert "no_log: \"{{ sglang_api_key | default('') | length > 0 }}\"" not in text, path
+
+
+@pytest.mark.parametrize("keys", [{"sglang_api_key": "sk-1"}, {"sglang_admin_api_key": "adm-1"},
+                                  {"sglang_api_key": "sk-1", "sglang_admin_api_key": "adm-1"}])
+def test_no_launcher_with_a_key_is_refused(keys):
+    """Issue 41 defect 7: sglang_launch_script "" with a key was accepted, and SGLang printed api_key='...' into
+    the journal. The preflight (sglang_input_problems, before any change) refuses it, naming the key, not its value."""
+    from ansible_collections.gpuserve.sglang.plugins.filter import server_inputs
+    inputs = dict({"sglang_api_key": "", "sglang_admin_api_key": ""}, sglang_launch_script="", **keys)
+    found = server_inputs.sglang_input_problems(inputs)
+    assert len(found) == 1 and found[0].startswith("sglang_launch_script is empty while ")
+    assert all(name in found[0] for name in keys) and "sk-1" not in found[0] and "adm-1" not in found[0]
+    # with the launcher, or without a key, nothing to refuse
+    assert server_inputs.sglang_input_problems(dict(inputs, sglang_launch_script="/usr/local/lib/x.py")) == []
+    assert server_inputs.sglang_input_problems({"sglang_api_key": "", "sglang_admin_api_key": "",
+                                                 "sglang_launch_script": ""}) == []

@@ -39,11 +39,16 @@ def test_manifest_lists_each_file_and_where_its_copy_is():
     assert files["/etc/sglang/nccl.env"]["restorable"] is True
     # a restorable file that was not there: a rollback removes it
     assert files["/site/gpuserve_nccl_tuning.pth"] == {"exists": False, "restorable": True}
-    # the secret's hash never lands in the manifest, its copy and mode do
+    # the secret's hash never lands in the manifest, its mode does; no copy and not restorable although the
+    # caller listed it (issue 39: a rollback must not undo a rotated key), unless the operator asks
     assert "sha256" not in files["/etc/sglang/k.secrets.yaml"]
     assert files["/etc/sglang/k.secrets.yaml"]["mode"] == "0640"
     assert files["/etc/sglang/k.secrets.yaml"]["group"] == "sglang"
-    assert "kept_at" in files["/etc/sglang/k.secrets.yaml"]
+    assert "kept_at" not in files["/etc/sglang/k.secrets.yaml"] and "restorable" not in files["/etc/sglang/k.secrets.yaml"]
+    assert "secrets_kept" not in manifest
+    kept = lg.manifest(states, "inv1", restorable, "/b/last-good/", ["/etc/sglang/k.secrets.yaml"], keep_secrets=True)
+    assert kept["files"]["/etc/sglang/k.secrets.yaml"]["restorable"] is True and kept["secrets_kept"] is True
+    assert "kept_at" in kept["files"]["/etc/sglang/k.secrets.yaml"]
     # the install record is read, not restored
     assert "kept_at" not in files["/opt/sglang/install-record.json"]
     assert "restorable" not in files["/opt/sglang/install-record.json"]
@@ -73,7 +78,8 @@ def test_keep_writes_copies_then_manifest_and_nothing_the_second_time(tmp_path):
     directory = str(tmp_path / "backup" / "last-good")
     first = lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1")
     assert first["changed"]
-    for path in paths[:3]:
+    assert not os.path.exists(lg.copy_path(directory, paths[2], "inv1"))   # the secrets file: no copy (issue 39)
+    for path in paths[:2]:
         copy = lg.copy_path(directory, path, "inv1")
         assert open(copy).read() == open(path).read()
         assert oct(os.stat(copy).st_mode & 0o777) == "0o600"
@@ -297,3 +303,84 @@ def test_module_opens_and_finishes_a_restore(tmp_path):
     os.unlink(lg.copy_path(directory, paths[1], "inv1"))
     gone = _run_module(tmp_path, {"state": "restored", "directory": directory, "paths": paths})
     assert gone["failed"] and "cannot be put back" in gone["msg"] and "restore stays open" in gone["msg"]
+
+
+def _rotate_and_fail(tmp_path, keep_secrets=False):
+    """A verified start with key sk-1, then a deploy that rotates the key (and changes the unit) and fails
+    verification: the rollback's restore. Returns (paths, directory, what restore() put back)."""
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "backup" / "last-good")
+    # the role lists the secrets file among the restorable ones only when the operator asks; keep() refuses it
+    # anyway unless keep_secrets
+    lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv1",
+            keep_secrets=keep_secrets)
+    with open(paths[0], "w") as handle:
+        handle.write("[Service]\nExecStart=/new\n")
+    with open(paths[2], "w") as handle:
+        handle.write("api-key: sk-rotated\n")
+    lg.begin_restore(directory, reason="the change failed verification")
+    return paths, directory, lg.restore(directory)
+
+
+def test_the_secrets_file_is_not_kept_and_a_rollback_keeps_the_rotated_key(tmp_path):
+    """Issue 39 defect 10: the secrets file was copied into last-good and put back by a rollback, so a deploy that
+    rotated a leaked key and then failed verification silently restored the old key."""
+    paths, directory, result = _rotate_and_fail(tmp_path)
+    assert open(paths[2]).read() == "api-key: sk-rotated\n"          # the rotated key stays
+    assert open(paths[0]).read() == "[Service]\n"                     # the rest of the set went back
+    assert paths[2] not in result["put_back"] and paths[0] in result["put_back"]
+    # no copy of the old key anywhere under the backup directory
+    for name in os.listdir(directory):
+        with open(os.path.join(directory, name), "rb") as handle:
+            assert b"sk-1" not in handle.read(), name
+
+
+def test_an_operator_who_asks_gets_the_secrets_kept_and_restored(tmp_path):
+    paths, directory, result = _rotate_and_fail(tmp_path, keep_secrets=True)
+    assert paths[2] in result["put_back"] and open(paths[2]).read() == "api-key: sk-1\n"
+    assert os.stat(lg.copy_path(directory, paths[2], "inv1")).st_mode & 0o777 == 0o600
+
+
+def test_a_manifest_from_before_never_restores_its_secret_copy(tmp_path):
+    """A host whose manifest the old code wrote (the secrets file restorable, with a copy): the rollback leaves
+    the secrets file as it is, and the next keep removes the old copy."""
+    paths = _files(tmp_path)
+    directory = str(tmp_path / "backup" / "last-good")
+    states = [(path, lg.file_state(path, checksum=True)) for path in paths]
+    old = lg.manifest(states, "inv1", paths[:4], directory, [paths[2]], keep_secrets=True)
+    old.pop("secrets_kept")                                            # the old code's manifest had no such key
+    os.makedirs(directory)
+    for path, entry in old["files"].items():
+        if "kept_at" in entry:
+            with open(path, "rb") as src, open(entry["kept_at"], "wb") as dst:
+                dst.write(src.read())
+    with open(os.path.join(directory, lg.MANIFEST), "w") as handle:
+        handle.write(lg.manifest_text(old))
+    with open(paths[2], "w") as handle:
+        handle.write("api-key: sk-rotated\n")
+    result = lg.restore(directory)
+    assert paths[2] not in result["put_back"] and open(paths[2]).read() == "api-key: sk-rotated\n"
+    # named explicitly (the role's secret_paths) also when it did not exist then: never removed
+    assert lg.restore(directory, secret_paths=[paths[2]])["removed"] == []
+    lg.keep(directory, paths, restorable=paths[:4], secret_paths=[paths[2]], invocation_id="inv2")
+    assert not os.path.exists(lg.copy_path(directory, paths[2], "inv1"))
+
+
+def test_the_role_withholds_the_secrets_file_unless_asked():
+    """stale.yml lists the secrets file among the restorable files only with sglang_last_good_keeps_secrets, and
+    last_good.yml passes the choice to the module; the default is false and documented."""
+    import yaml
+    role = os.path.join(ROOT, "roles", "server")
+    with open(os.path.join(role, "tasks", "stale.yml"), encoding="utf-8") as handle:
+        stale = handle.read()
+    assert "reject('equalto', '' if sglang_last_good_keeps_secrets | bool else sglang_secrets_file)" in stale
+    with open(os.path.join(role, "tasks", "last_good.yml"), encoding="utf-8") as handle:
+        last_good = yaml.safe_load(handle)
+    args = last_good[0]["gpuserve.sglang.sglang_last_good"]
+    assert args["keep_secrets"] == "{{ sglang_last_good_keeps_secrets | bool }}"
+    assert args["secret_paths"] == ["{{ sglang_secrets_file }}"]
+    with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
+        assert yaml.safe_load(handle)["sglang_last_good_keeps_secrets"] is False
+    with open(os.path.join(role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
+        specs = yaml.safe_load(handle)
+    assert specs["argument_specs"]["main"]["options"]["sglang_last_good_keeps_secrets"]["default"] is False
