@@ -9,16 +9,25 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: sglang_answers
-short_description: The correctness gate - greedy answers to fixed prompts, compared with the first verified start's
+short_description: The correctness gate - greedy answers to fixed prompts, compared with the recorded baseline
 version_added: 0.4.0
 description:
   - Sends each of O(prompts) to SGLang's native C(/generate) with C(temperature 0) and C(max_new_tokens)
-    O(max_tokens), one request at a time, O(repeat) times (the later rounds come through the radix cache and
-    HiCache's host tier, where wrong answers were reported, sgl-project/sglang#39830).
-  - The first verified start of a model and release records the answers in O(state_file) (changed); every later
-    start with the same O(identity), prompts and O(max_tokens) is compared with them, exactly. More than
-    O(allowed_mismatches) differing answers fail the task (inside the server role's restart block, that failure
-    takes the rollback).
+    O(max_tokens), one request at a time, O(repeat) times (the later rounds come through the radix cache, the GPU
+    tier). With O(host_tier), one more round reads HiCache's host tier - distinct prefixes of O(evict_tokens)
+    tokens push the prompts' KV out of the GPU tier first (where wrong answers were reported,
+    sgl-project/sglang#39830).
+  - The baseline is keyed by the model (O(identity) without its C(release)), the flags of O(server_args) that
+    change greedy output (tensor/pipeline/data/expert parallelism, KV-cache dtype, attention backends,
+    quantization, dtype, MoE and sampling backends, deterministic inference, speculative decoding), the prompts and
+    O(max_tokens). The first verified start records the answers in O(state_file) (changed); every later start is
+    compared with them, exactly, a new SGLang release with the last release's answers (carried to the new release
+    when they match). More than O(allowed_mismatches) prompts answering otherwise (each counted once over the
+    rounds) fail the task (inside the server role's restart block, that failure takes the rollback), unless the
+    release differs from the baseline's and is exactly O(accept_release), whose answers then become the baseline.
+  - O(conditions) says whether greedy decoding was reproducible - V(drained) (out of every router), V(deterministic)
+    (C(--enable-deterministic-inference)) or V(live) (clients may reach the server; the result and a failure say
+    so).
   - The logic, and the one owner of O(state_file), is C(plugins/module_utils/_answers.py); standard library only
     on the host.
 author:
@@ -59,6 +68,33 @@ options:
     description: Answers (over all rounds) that may differ before the gate fails.
     type: int
     default: 0
+  server_args:
+    description: The server's flags (the server role's, names without dashes); those that change greedy output join
+      the identity (RV(identity.flags)).
+    type: dict
+    default: {}
+  host_tier:
+    description: Run the round that reads HiCache's host tier (the server runs with C(--enable-hierarchical-cache)).
+    type: bool
+    default: false
+  evict_tokens:
+    description: Tokens of distinct prefix pushed through before the host-tier round; V(0) means 1.25 x the GPU KV
+      pool (C(max_total_num_tokens) of C(/get_server_info)).
+    type: int
+    default: 0
+  evict_chunk_tokens:
+    description: Tokens per request of that push (each request one new token).
+    type: int
+    default: 1024
+  conditions:
+    description: Under which conditions the gate runs (see the description).
+    type: str
+    choices: [drained, deterministic, live]
+    default: live
+  accept_release:
+    description: The one new release whose differing answers are accepted as the new baseline.
+    type: str
+    default: ""
   invocation_id:
     description: The verified invocation, written with a new baseline.
     type: str
@@ -114,6 +150,18 @@ prompts:
   description: Number of prompts.
   returned: always
   type: int
+conditions:
+  description: V(drained), V(deterministic) or V(live) (O(conditions)).
+  returned: always
+  type: str
+host_tier_round:
+  description: Whether the round through HiCache's host tier ran (C(evicted_tokens) pushed through before it).
+  returned: always
+  type: bool
+accepted_release:
+  description: The release whose differing answers were accepted (O(accept_release)).
+  returned: when accepted
+  type: str
 repeat:
   description: Rounds asked.
   returned: always
@@ -137,24 +185,39 @@ def main():
             identity=dict(type="dict", required=True),
             state_file=dict(type="path", required=True),
             allowed_mismatches=dict(type="int", default=0),
+            server_args=dict(type="dict", default={}),
+            host_tier=dict(type="bool", default=False),
+            evict_tokens=dict(type="int", default=0, no_log=False),
+            evict_chunk_tokens=dict(type="int", default=1024, no_log=False),
+            conditions=dict(type="str", choices=["drained", "deterministic", "live"], default="live"),
+            accept_release=dict(type="str", default=""),
             invocation_id=dict(type="str", default=""),
             timeout=dict(type="float", default=300.0),
         ),
         supports_check_mode=True,
     )
     p = module.params
-    if p["max_tokens"] < 1 or p["repeat"] < 1 or p["allowed_mismatches"] < 0:
-        module.fail_json(msg="max_tokens and repeat must be >= 1, allowed_mismatches >= 0")
+    if p["max_tokens"] < 1 or p["repeat"] < 1 or p["allowed_mismatches"] < 0 or p["evict_tokens"] < 0 \
+            or p["evict_chunk_tokens"] < 16:
+        module.fail_json(msg="max_tokens and repeat must be >= 1, allowed_mismatches and evict_tokens >= 0, "
+                             "evict_chunk_tokens >= 16")
+    identity = dict(p["identity"])
+    identity["flags"] = _answers.output_flags(p["server_args"])
     try:
-        result = _answers.gate(p["url"], p["prompts"], p["state_file"], p["identity"], api_key=p["api_key"],
+        result = _answers.gate(p["url"], p["prompts"], p["state_file"], identity, api_key=p["api_key"],
                                max_tokens=p["max_tokens"], repeat=p["repeat"],
                                allowed_mismatches=p["allowed_mismatches"], invocation_id=p["invocation_id"],
-                               timeout=p["timeout"], check_mode=module.check_mode)
+                               timeout=p["timeout"], check_mode=module.check_mode, host_tier=p["host_tier"],
+                               evict_tokens=p["evict_tokens"], evict_chunk_tokens=p["evict_chunk_tokens"],
+                               conditions=p["conditions"], accept_release=p["accept_release"])
     except (_answers.AnswersError, BenchError) as exc:
         module.fail_json(msg="correctness gate: %s" % exc)
     if result.pop("failed"):
         msg = result.pop("msg")
         module.fail_json(msg=msg, **result)
+    if result.get("conditions") == "live":
+        module.warn("correctness gate: ran under possible live traffic (no router drained the server, no "
+                    "--enable-deterministic-inference); greedy answers batched with clients' requests may differ")
     module.exit_json(**result)
 
 
