@@ -113,3 +113,26 @@ def mask_mapping(mapping, extra_secret_names=(), masked=MASK):
     extra = set(extra_secret_names or ())
     return {key: (masked if (key in extra or is_secret_name(str(key))) and value not in (None, "") else value)
             for key, value in mapping.items()}
+
+
+def config_file_secrets(argv, read=None):
+    """The values of the secrets file a command line names with ``--config FILE`` / ``--config=FILE`` (the role's
+    secrets file, which SGLang reads): the literal values to mask wherever they appear. A file that cannot be read
+    gives none."""
+    found = []
+    args = list(argv or [])
+    for index, arg in enumerate(args):
+        path = arg[len("--config="):] if arg.startswith("--config=") else (
+            args[index + 1] if arg == "--config" and index + 1 < len(args) else None)
+        if not path:
+            continue
+        try:
+            if read is not None:
+                text = read(path)
+            else:
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+        except (OSError, UnicodeDecodeError):
+            continue
+        found.extend(config_secrets(text))
+    return found

@@ -28,6 +28,7 @@ import traceback
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import config_file_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
     ALL_TEXTS, RATIO_HALF_STEP, LogWatch, installed_release, mask_secrets, ranks_missing, texts_for)
@@ -306,7 +307,7 @@ class ServiceRunner(object):
         except Exception as exc:  # never a traceback: fail with what is known  # pylint: disable=broad-except
             ok = False
             self.result["msg"] = "unexpected error while %s: %s: %s" % (self.phase, type(exc).__name__, exc)
-            self.result["exception"] = traceback.format_exc()
+            self.result["exception"] = self.mask(traceback.format_exc())   # the one rule, as every result
         if self.journal is not None and hasattr(self.journal, "close"):
             self.journal.close()
         try:
@@ -574,6 +575,8 @@ class ServiceRunner(object):
         facts = exec_start_facts(st.exec_start)
         self.facts = facts
         self.secrets.extend(value for value in (facts.get("api_key"), facts.get("admin_api_key")) if value)
+        # the keys SGLang reads from its --config file (the role's secrets file): masked wherever they appear
+        self.secrets.extend(config_file_secrets(st.exec_start))
         self.choose_texts(st.exec_start)
         if self.hicache is None:
             self.hicache = facts["hicache"]

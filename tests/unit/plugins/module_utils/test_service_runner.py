@@ -1131,3 +1131,23 @@ def test_a_verified_prefill_server_is_verified_again_with_its_bootstrap_server_l
     assert ok, again.get("msg")
     assert again["disaggregation"]["bootstrap_line"].endswith(":8998")
     assert again["sources"]["start_up"].startswith("state_file")
+
+
+def test_an_unexpected_error_s_traceback_is_masked(tmp_path):
+    """Issue 39 defect 10: the traceback of an unexpected error was returned as it was (result "exception"), with
+    whatever secret the failing code had in its message. Now masked by the one rule, with the keys of the --config
+    file SGLang reads known too."""
+    secrets = tmp_path / "sglang-kimi.secrets.yaml"
+    secrets.write_text("api-key: sk-tb-0523\nadmin-api-key: adm-tb-0523\n")
+    exec_start = ("/opt/sglang/venv/bin/python /usr/local/lib/gpuserve-sglang/sglang_launch.py -m "
+                  "sglang.launch_server --tp 8 --config " + str(secrets))
+
+    def broken(url, timeout):
+        raise RuntimeError("refused: headers={'Authorization': 'Bearer sk-tb-0523'} api_key='sk-tb-0523' adm-tb-0523")
+    host = FakeHost([server_script(), server_script()], drain=1.0, exec_start=exec_start)
+    run = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health")
+    run.health = broken
+    ok, res = run.execute()
+    assert not ok and "Traceback" in res["exception"] and "RuntimeError: refused" in res["exception"]
+    for key in ("sk-tb-0523", "adm-tb-0523"):
+        assert key not in res["exception"] and key not in res["msg"]
