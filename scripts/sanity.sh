@@ -44,4 +44,20 @@ mkdir -p "$TREE"
 cd "$TREE"
 PY="$("$VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 export PATH="$VENV/bin:$PATH"
-ansible-test sanity --python "$PY" --color no "$@"
+# A sanity test whose requirements this ansible-test pins to a direct URL (2.22.0rc1's pylint: dill from a
+# github.com archive) cannot be installed offline: skipped, saying so, when that host does not answer; it runs where
+# it does, and on the other controllers of the matrix (issue 42).
+skips=()
+while read -r test host; do
+  if ! "$VENV/bin/python" -c 'import sys, urllib.request; urllib.request.urlopen("https://" + sys.argv[1], timeout=10)' \
+       "$host" >/dev/null 2>&1; then
+    echo "sanity: skipping $test: ansible-test $("$VENV/bin/python" -c 'import ansible.release as r; print(r.__version__)') installs its requirements from https://$host, which does not answer here"
+    skips+=(--skip-test "$test")
+  fi
+done < <("$VENV/bin/python" -c '
+import glob, os, re, ansible_test
+for path in sorted(glob.glob(os.path.join(os.path.dirname(ansible_test.__file__), "_data", "requirements", "sanity.*.txt"))):
+    hosts = sorted(set(re.findall(r"^\S+ @ https?://([^/\s]+)/", open(path).read(), re.M)))
+    if hosts:
+        print(os.path.basename(path)[len("sanity."):-len(".txt")], hosts[0])')
+ansible-test sanity --python "$PY" --color no "${skips[@]}" "$@"

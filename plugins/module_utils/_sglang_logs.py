@@ -63,7 +63,7 @@ def template_regex(template, fatal=False):
                 out.append(re.escape(literal.split("\n", 1)[0]))
                 break
             if last_field >= 0 and index > last_field:
-                out.append(re.escape(re.split(r"\.(?:\s|$)", literal, 1)[0]))
+                out.append(re.escape(re.split(r"\.(?:\s|$)", literal, maxsplit=1)[0]))
                 break
         out.append(re.escape(literal))
         if field is None:

@@ -113,8 +113,8 @@ def tarball(tmp_path_factory):
 
 
 @pytest.mark.parametrize("core,python", INSTALL_CONTROLLERS, ids=["-".join(c) for c in INSTALL_CONTROLLERS])
-def test_the_tarball_installs_with_ansible_galaxy_and_its_role_runs_from_the_installed_copy(tarball, tmp_path,
-                                                                                           core, python):
+def test_the_tarball_installs_with_ansible_galaxy_and_its_role_runs_from_the_installed_copy(
+        tarball, tmp_path, core, python):
     made = subprocess.run([os.path.join(ROOT, "scripts", "controller-venv.sh"), core, python],
                           capture_output=True, text=True, check=False, timeout=1800)
     assert made.returncode == 0, made.stderr

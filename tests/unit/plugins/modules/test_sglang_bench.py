@@ -148,8 +148,9 @@ def test_numbers_match_the_server_pace(tmp_path, server):
     assert result["ttft_ms"]["p50"] <= result["ttft_ms"]["p90"] <= result["ttft_ms"]["p99"]
     assert result["accept_length"] == 2.5
     assert result["model"] == "standin-model"
-    # the key never shows in the result (no_log)
-    assert KEY not in json.dumps(result)
+    # the key never shows in the result (no_log); ansible-core 2.22's module side hands the no_log values to the
+    # controller in _ansible_new_secrets, which the controller pops from the result before anything shows it
+    assert KEY not in json.dumps({k: v for k, v in result.items() if k != "_ansible_new_secrets"})
     # what the server got: streaming, exact length, usage asked for
     body = server.bodies[0]
     assert body["stream"] is True and body["max_tokens"] == 25 and body["ignore_eos"] is True
