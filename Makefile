@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export PATH := $(CURDIR)/.venv/bin:$(PATH)
 
-.PHONY: demo test test-fast test-busy venv engine image lint sanity controllers unit molecule build demo-clean reference clean
+.PHONY: demo test test-fast test-busy venv engine image lint sanity controllers unit molecule build release demo-clean reference clean
 
 demo:                ## the full deploy against a local systemd test host
 	scripts/demo.sh
@@ -28,7 +28,7 @@ lint: venv
 sanity: venv         ## ansible-test sanity on the development controller (2.21)
 	scripts/sanity.sh
 
-controllers: venv    ## sanity and the plugin unit tests on ansible-core 2.17 (Python 3.11) and 2.21 (Python 3.12)
+controllers: venv    ## sanity and the plugin unit tests on ansible-core 2.19 (Python 3.11) and PyPI's newest, pre-releases included (Python 3.13)
 	scripts/controller-matrix.sh
 
 unit: venv
@@ -40,6 +40,9 @@ molecule: venv engine    ## one scenario alone: make molecule S=server
 
 build: venv
 	ansible-galaxy collection build --force --output-path .cache/dist .
+
+release: venv        ## cut galaxy.yml's version: changelog, tarball + sha256, docs/releases/<version>.md, commit and tag
+	scripts/release.sh
 
 demo-clean:          ## remove the demo host (and the engine, if make demo started it)
 	scripts/demo.sh --clean
