@@ -10,6 +10,13 @@ messages about this invocation (``Started ...``, ``Main process exited ...``), w
 ``OBJECT_SYSTEMD_INVOCATION_ID`` on journald's own ``Suppressed N messages from ...`` (rate limit), whose
 ``N_DROPPED`` says how many lines of this invocation were dropped.
 
+Only journald's trusted fields (those starting with ``_``: journald sets them, a client cannot) tie a record to the
+invocation. ``INVOCATION_ID``, ``OBJECT_SYSTEMD_INVOCATION_ID`` and ``N_DROPPED`` are fields any local process can
+send with its own message, so a record matched only by them counts when journald vouches for its sender: systemd
+itself (``_PID=1`` with ``_COMM=systemd`` or ``_SYSTEMD_UNIT=init.scope``) or journald's own driver
+(``_TRANSPORT=driver``, the only source of ``N_DROPPED``). Any other such record is forged: it advances the
+cursor and is counted (``forged``), but never reaches the tail, the stop report or the dropped-lines count.
+
 ``--all``: without it ``-o json`` writes ``null`` for a field over 4 KiB (SGLang's ``server_args=...`` line is
 longer). Records are split on ``\n`` only: a U+2028 inside a message must not cut it.
 
@@ -29,7 +36,7 @@ import time
 
 TAIL_LINES = 50
 OUTPUT_FIELDS = ("MESSAGE,_PID,_SYSTEMD_INVOCATION_ID,INVOCATION_ID,OBJECT_SYSTEMD_INVOCATION_ID,N_DROPPED,"
-                 "SYSLOG_IDENTIFIER")
+                 "SYSLOG_IDENTIFIER,_COMM,_SYSTEMD_UNIT,_TRANSPORT")
 JOURNAL_TIMEOUT = 60.0
 
 
@@ -38,15 +45,16 @@ class JournalError(Exception):
 
 
 class Entry(object):
-    __slots__ = ("message", "realtime", "cursor", "from_manager", "pid", "dropped")
+    __slots__ = ("message", "realtime", "cursor", "from_manager", "pid", "dropped", "forged")
 
-    def __init__(self, message, realtime, cursor, from_manager, pid, dropped=0):
+    def __init__(self, message, realtime, cursor, from_manager, pid, dropped=0, forged=False):
         self.message = message
         self.realtime = realtime  # seconds since the epoch (float)
         self.cursor = cursor
         self.from_manager = from_manager  # a message of systemd (or journald) about the unit, not a service line
         self.pid = pid
         self.dropped = dropped    # journald's "Suppressed N messages": N lines of this invocation were dropped
+        self.forged = forged      # tied to the invocation only by fields a client can set: never trusted
 
 
 def decode_message(value):
@@ -61,8 +69,18 @@ def decode_message(value):
     return str(value)
 
 
+def from_systemd(data):
+    """A record systemd itself (PID 1) wrote: journald's trusted fields say so."""
+    return str(data.get("_PID")) == "1" and (data.get("_COMM") == "systemd" or data.get("_SYSTEMD_UNIT") == "init.scope")
+
+
+def from_journald(data):
+    """A record journald's own driver wrote (its "Suppressed N messages"): ``_TRANSPORT=driver``."""
+    return data.get("_TRANSPORT") == "driver"
+
+
 def _dropped(data):
-    if "OBJECT_SYSTEMD_INVOCATION_ID" not in data or "_SYSTEMD_INVOCATION_ID" in data:
+    if "OBJECT_SYSTEMD_INVOCATION_ID" not in data or "_SYSTEMD_INVOCATION_ID" in data or not from_journald(data):
         return 0
     try:
         return int(data.get("N_DROPPED") or 0)
@@ -70,8 +88,20 @@ def _dropped(data):
         return 0
 
 
-def parse_json_lines(text):
-    """``journalctl -o json`` output -> list of Entry (lines that are not JSON objects are skipped)."""
+def _kind(data, invocation_id=None):
+    """"service" (a line of the invocation's own processes), "manager" (systemd's or journald's own record about
+    it) or "forged" (tied to it only by fields a client can set)."""
+    service = data.get("_SYSTEMD_INVOCATION_ID")
+    if service is not None and (invocation_id is None or service == invocation_id):
+        return "service"
+    if from_systemd(data) or from_journald(data):
+        return "manager"
+    return "forged"
+
+
+def parse_json_lines(text, invocation_id=None):
+    """``journalctl -o json`` output -> list of Entry (lines that are not JSON objects are skipped). With
+    ``invocation_id``, a service line is one whose trusted ``_SYSTEMD_INVOCATION_ID`` is that invocation's."""
     entries = []
     for raw in text.split("\n"):
         raw = raw.strip()
@@ -85,13 +115,15 @@ def parse_json_lines(text):
             realtime = int(data.get("__REALTIME_TIMESTAMP", "0")) / 1e6
         except (TypeError, ValueError):
             realtime = 0.0
+        kind = _kind(data, invocation_id)
         entries.append(Entry(
             message=decode_message(data.get("MESSAGE")),
             realtime=realtime,
             cursor=data.get("__CURSOR"),
-            from_manager="_SYSTEMD_INVOCATION_ID" not in data,
+            from_manager=kind != "service",
             pid=data.get("_PID"),
-            dropped=_dropped(data),
+            dropped=_dropped(data) if kind == "manager" else 0,
+            forged=kind == "forged",
         ))
     return entries
 
@@ -118,6 +150,7 @@ class JournalReader(object):
         self.reads = 0
         self.entries_read = 0
         self.truncated = False   # the last read stopped at its limit
+        self.forged = 0          # records tied to the invocation only by client-set fields, left out
 
     def command(self, tail=None):
         argv = [self.bin, "--no-pager", "--quiet", "--all", "-o", "json", "--output-fields=" + OUTPUT_FIELDS]
@@ -148,7 +181,7 @@ class JournalReader(object):
         self.reads += 1
         if rc != 0:
             raise JournalError("journalctl failed (rc=%s): %s" % (rc, (err or out).strip()))
-        entries = parse_json_lines(out)
+        entries = parse_json_lines(out, self.invocation_id)
         self.truncated = bool(getattr(answer, "truncated", False))
         if limit is not None and len(entries) >= limit:
             entries = entries[:limit]
@@ -160,10 +193,16 @@ class JournalReader(object):
                 entries = entries[cursors.index(self.cursor) + 1:]
         if entries:
             self.cursor = entries[-1].cursor or self.cursor
-        self.entries_read += len(entries)
-        for entry in entries:
+        return self._trusted(entries)
+
+    def _trusted(self, entries):
+        """The entries that are not forged (counted in ``forged``), added to the tail."""
+        trusted = [entry for entry in entries if not entry.forged]
+        self.forged += len(entries) - len(trusted)
+        self.entries_read += len(trusted)
+        for entry in trusted:
             self.tail.append(entry.message)
-        return entries
+        return trusted
 
 
 class JournalFollower(JournalReader):
@@ -247,28 +286,25 @@ class JournalFollower(JournalReader):
         followers about new records up to ~0.25 s late (it batches its change notifications), while a direct
         read sees a record as soon as it is written. The runner peeks only while the ready line is imminent."""
         if limit is not None or tail is not None:
-            return self._fresh(JournalReader.read(self, limit=limit, tail=tail))
+            return self._fresh(JournalReader.read(self, limit=limit, tail=tail))   # trusted ones only
         self._pump(0.0)
         self.reads += 1
         entries = []
         cut = self.buffer.rfind(b"\n")
         if cut >= 0:
             text, self.buffer = self.buffer[:cut + 1], self.buffer[cut + 1:]
-            entries = self._fresh(parse_json_lines(text.decode("utf-8", "replace")))
+            entries = self._fresh(parse_json_lines(text.decode("utf-8", "replace"), self.invocation_id))
         if entries:
             self.cursor = entries[-1].cursor or self.cursor
         if peek and self.run is not None:
             self.peeks += 1
             answer = self.run(self.command(), timeout=self.timeout)
             if answer[0] == 0:
-                more = self._fresh(parse_json_lines(answer[1]))
+                more = self._fresh(parse_json_lines(answer[1], self.invocation_id))
                 if more:
                     self.cursor = more[-1].cursor or self.cursor
                 entries.extend(more)
-        self.entries_read += len(entries)
-        for entry in entries:
-            self.tail.append(entry.message)
-        return entries
+        return self._trusted(entries)
 
     def close(self):
         if self.proc is not None:

@@ -8,9 +8,11 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _journal as
 
 INV = "78140f679af74fdba0aba4e5d4531774"
 # Captured with: journalctl --no-pager -q -o json --output-fields=... _SYSTEMD_INVOCATION_ID=ID + INVOCATION_ID=ID
+# (systemd's line with the trusted _COMM and _SYSTEMD_UNIT that the reader's output fields now include)
 REAL = [
     '{"__MONOTONIC_TIMESTAMP":"558506488","__CURSOR":"s=2e3f;i=84;b=37c0;m=214a21f8;t=6616dfd39f908;x=b507",'
     '"_BOOT_ID":"37c0","_PID":"1","MESSAGE":"Started standin-a.service.","SYSLOG_IDENTIFIER":"systemd",'
+    '"_COMM":"systemd","_SYSTEMD_UNIT":"init.scope",'
     '"INVOCATION_ID":"%s","__REALTIME_TIMESTAMP":"1795974888028424"}' % INV,
     '{"_BOOT_ID":"37c0","MESSAGE":"[2026-11-29 17:54:48] server_args=ServerArgs(model_path=\'moonshotai/Kimi-K2.5\')",'
     '"_PID":"153","__REALTIME_TIMESTAMP":"1795974888258111","__MONOTONIC_TIMESTAMP":"558736175",'
@@ -116,6 +118,7 @@ def test_journald_suppressed_messages_are_counted():
     """journald's rate limit: 'Suppressed N messages from x.service' carries OBJECT_SYSTEMD_INVOCATION_ID."""
     line = json.dumps({"MESSAGE": "Suppressed 1234 messages from sglang-kimi.service", "N_DROPPED": "1234",
                        "OBJECT_SYSTEMD_INVOCATION_ID": INV, "_PID": "54", "SYSLOG_IDENTIFIER": "systemd-journald",
+                       "_TRANSPORT": "driver", "_COMM": "systemd-journal",
                        "__CURSOR": "c1"})
     entries = jr.parse_json_lines(line + "\n")
     assert entries[0].dropped == 1234 and entries[0].from_manager is True
@@ -197,3 +200,41 @@ def test_follower_peek_reads_before_the_notification_and_never_twice(tmp_path):
         assert follower.entries_read == 3 and follower.cursor == "c2" and follower.peeks == 1
     finally:
         follower.close()
+
+
+SYSTEMD = {"_PID": "1", "_COMM": "systemd", "_SYSTEMD_UNIT": "init.scope"}
+FORGER = {"_PID": "4242", "_COMM": "systemd-cat", "_SYSTEMD_UNIT": "session-3.scope", "_TRANSPORT": "journal"}
+
+
+def test_only_trusted_fields_tie_a_record_to_the_invocation():
+    """Issue 41 defect 8: INVOCATION_ID=, OBJECT_SYSTEMD_INVOCATION_ID= and N_DROPPED= are client-settable; a
+    record they alone tie to the invocation is forged unless journald vouches for systemd (PID 1) or its driver."""
+    records = [
+        dict(SYSTEMD, MESSAGE="Started x.service.", INVOCATION_ID=INV, __CURSOR="c1"),
+        dict(FORGER, MESSAGE="Main process exited, code=killed, status=9/KILL", INVOCATION_ID=INV, __CURSOR="c2"),
+        dict(FORGER, MESSAGE="Suppressed 999 messages", N_DROPPED="999", OBJECT_SYSTEMD_INVOCATION_ID=INV,
+             __CURSOR="c3"),
+        dict(MESSAGE="Suppressed 7 messages", N_DROPPED="7", OBJECT_SYSTEMD_INVOCATION_ID=INV, _PID="54",
+             _COMM="systemd-journal", _TRANSPORT="driver", __CURSOR="c4"),
+        # a process of another unit (its own trusted invocation) that adds INVOCATION_ID=<ours>
+        dict(MESSAGE="ready to roll!", _SYSTEMD_INVOCATION_ID="0ther", INVOCATION_ID=INV, _PID="77", __CURSOR="c5"),
+        # _PID=1 but not systemd: not enough
+        dict(MESSAGE="pid one", _PID="1", _COMM="bash", INVOCATION_ID=INV, __CURSOR="c6"),
+        dict(MESSAGE="a service line", _SYSTEMD_INVOCATION_ID=INV, _PID="153", __CURSOR="c7"),
+    ]
+    entries = jr.parse_json_lines("\n".join(json.dumps(r) for r in records) + "\n", INV)
+    assert [e.forged for e in entries] == [False, True, True, False, True, True, False]
+    assert [e.dropped for e in entries] == [0, 0, 0, 7, 0, 0, 0]
+    assert [e.from_manager for e in entries if not e.forged] == [True, True, False]
+
+
+def test_the_reader_leaves_forged_records_out_and_moves_past_them():
+    entries = [dict(SYSTEMD, MESSAGE="Started x.service.", INVOCATION_ID=INV, __CURSOR="c1"),
+               dict(MESSAGE="line 1", _SYSTEMD_INVOCATION_ID=INV, __CURSOR="c2"),
+               dict(FORGER, MESSAGE="FORGED", INVOCATION_ID=INV, __CURSOR="c3")]
+    reader = jr.JournalReader(FakeJournalctl(entries), INV)
+    got = reader.read()
+    assert [e.message for e in got] == ["Started x.service.", "line 1"]
+    assert "FORGED" not in list(reader.tail) and reader.forged == 1
+    assert reader.cursor == "c3" and reader.read() == []          # not read again
+    assert "_TRANSPORT" in jr.OUTPUT_FIELDS and "_COMM" in jr.OUTPUT_FIELDS

@@ -211,6 +211,9 @@ class FakeHost(object):
                     (manager and entry.get("INVOCATION_ID") == inv) or
                     (manager and entry.get("OBJECT_SYSTEMD_INVOCATION_ID") == inv)):
                 data = dict((k, v) for k, v in entry.items() if k != "_t")
+                if "INVOCATION_ID" in data:   # systemd's own line: journald's trusted fields name PID 1
+                    for key, value in (("_PID", "1"), ("_COMM", "systemd"), ("_SYSTEMD_UNIT", "init.scope")):
+                        data.setdefault(key, value)   # a forged record (a test's) keeps its own
                 data["__CURSOR"] = cursor
                 data["__REALTIME_TIMESTAMP"] = str(int((WALL0 + entry["_t"]) * 1e6))
                 out.append(json.dumps(data))
@@ -1151,3 +1154,24 @@ def test_an_unexpected_error_s_traceback_is_masked(tmp_path):
     assert not ok and "Traceback" in res["exception"] and "RuntimeError: refused" in res["exception"]
     for key in ("sk-tb-0523", "adm-tb-0523"):
         assert key not in res["exception"] and key not in res["msg"]
+
+
+def test_forged_journal_records_reach_neither_the_tail_nor_the_stop_report_nor_the_dropped_count():
+    """Issue 41 defect 8: INVOCATION_ID=, OBJECT_SYSTEMD_INVOCATION_ID= and N_DROPPED= are fields any local user can
+    send to journald (systemd-cat, logger --journald). Records tied to the invocation only by them reached the
+    failure's journal tail, the stop report (a forged "status=9/KILL" made a clean stop "killed") and the
+    dropped-lines count. journald's trusted fields (_PID, _COMM, _TRANSPORT) now decide."""
+    host = FakeHost([server_script(), server_script(ready=False)], drain=1.0)
+    old = "%032x" % 1
+    forged = {"_PID": "4242", "_COMM": "python3", "_SYSTEMD_UNIT": "user@1000.service"}
+    host.journal.append(dict(forged, MESSAGE="sglang-kimi.service: Main process exited, code=killed, status=9/KILL",
+                             INVOCATION_ID=old, _t=0.5))
+    new = "%032x" % 2
+    host.journal.append(dict(forged, MESSAGE="FORGED tail line api_key='x'", INVOCATION_ID=new, _t=3.0))
+    host.journal.append(dict(forged, MESSAGE="Suppressed 999999 messages from sglang-kimi.service", N_DROPPED="999999",
+                             OBJECT_SYSTEMD_INVOCATION_ID=new, _t=3.0))
+    ok, res = runner(host, state="restarted", timeout=60, health_url="http://127.0.0.1:30000/health").execute()
+    assert not ok
+    assert not any("FORGED" in line or "Suppressed" in line for line in res["journal_tail"])
+    assert "journal_lines_dropped" not in res and "suppressed" not in res["msg"]
+    assert res["stop"]["killed"] is False and "systemd_lines" not in res["stop"]
