@@ -93,3 +93,13 @@ def test_the_notes_read_the_matrix_from_the_files_that_define_it():
         assert "| %s |" % (", ".join(pythons) or "-") in text
     assert ("smg", "1.13.0") in [(g, v) for g, v, _p in NOTES.gateways()]
     assert NOTES.host_table()[0].startswith("| host |") and all(line in text for line in NOTES.host_table())
+
+
+def test_antsibull_changelog_accepts_every_fragment():
+    """make release refuses to start on a fragment antsibull-changelog rejects; make test says so first (a committed
+    fragment with ': ' inside a plain YAML scalar stopped the release)."""
+    lint = os.path.join(ROOT, ".venv", "bin", "antsibull-changelog")
+    if not os.path.exists(lint):
+        pytest.skip("antsibull-changelog is not in .venv (make venv)")
+    proc = subprocess.run([lint, "lint"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
+    assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
