@@ -62,7 +62,7 @@ MAIN_EXIT_RE = re.compile(r"Main process exited, code=(?P<code>\w+), status=(?P<
 OOM_RE = re.compile(r"killed by the OOM killer|Failed with result 'oom-kill'")
 # SGLang's own ending (0.5.9 .. 0.5.23, utils/common.py kill_process_tree, called by the main process after its
 # SIGTERM drain or a child's SIGQUIT): it SIGKILLs its children, then itself: exit status 137. From 0.5.13 on
-# (read in the 0.5.9, 0.5.11, 0.5.12, 0.5.13, 0.5.17 and 0.5.23 wheels) it logs this line first.
+# (read in the 0.5.9, 0.5.11, 0.5.12, 0.5.12.post1, 0.5.13, 0.5.17 and 0.5.23 wheels) it logs this line first.
 SGLANG_KILL_TREE_RE = re.compile(r"kill_process_tree called: parent_pid=(?P<parent>\d+), include_parent=True, "
                                  r"pid=(?P<pid>\d+)")
 SGLANG_SIGTERM_RE = re.compile(r"SIGTERM received\. signum=")

@@ -25,7 +25,8 @@ outside, so that a systemd unit, its journal and its /health endpoint can be tes
 * SIGTERM after warm-up (SGLang installs its handler with the first request, and the warm-up is one) logs
   ``SIGTERM received. ... Draining requests and shutting down...``, keeps logging
   ``Gracefully exiting... Remaining number of requests N...`` for STANDIN_DRAIN_SECONDS (the unit sits in
-  "deactivating"), then, as SGLang does, SIGKILLs itself (systemd records Result=signal). SIGTERM before
+  "deactivating"), then, as SGLang does, logs ``kill_process_tree called: parent_pid=P, include_parent=True, pid=P``
+  (0.5.13 on) and SIGKILLs itself: exit status 137, systemd records Result=signal. SIGTERM before
   warm-up ends the process at once (Python's default), as in SGLang.
 
 Knobs (environment variables):
@@ -344,7 +345,7 @@ def scheduler_exception(rank, lines, final):
 def die_by_sigquit():
     """The launch-phase SIGQUIT handler of SGLang's main process: log, then kill the process tree."""
     emit(text("fatal_child_sigquit"), None, sys.stderr)
-    os.kill(os.getpid(), signal.SIGKILL)
+    kill_process_tree(sys.stderr)
     time.sleep(5)  # pragma: no cover
     sys.exit(1)  # pragma: no cover
 
@@ -1131,7 +1132,7 @@ class StandinHTTPServer(ThreadingHTTPServer):
 
 
 def on_sigterm(signum, frame):
-    emit("SIGTERM received. signum=%r frame=%r. Draining requests and shutting down..." % (signum, frame))
+    emit(SIGTERM_TEXT)
     STATE["draining"] = True
 
 
@@ -1143,8 +1144,7 @@ def drain_and_exit():
         # New requests are still accepted (only /health says 503); at the end of the drain the SIGKILL below
         # closes the port and cuts whatever is still in flight.
         rids = TRAFFIC.snapshot()["rids"]
-        emit("Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
-             % (len(rids), rids))
+        emit(DRAIN_TEXT % (len(rids), rids))
         if time.time() >= end:
             break
         time.sleep(min(1.0, max(0.01, end - time.time())))
@@ -1152,7 +1152,7 @@ def drain_and_exit():
         GROUP.shutdown()          # ShutdownReq to every TP rank, those of the other nodes too
     if os.environ.get("STANDIN_DRAIN_EXIT", "kill") == "clean":
         sys.exit(0)
-    os.kill(os.getpid(), signal.SIGKILL)
+    kill_process_tree()
 
 
 def _config_value(text):
@@ -1228,6 +1228,30 @@ def main(argv=None):
         # manager ("Init tokenizer manager first, as the bootstrap server is initialized here",
         # managers/disagg_service.py start_disagg_service), before the schedulers are ready (weights, KV, graphs)
         # and so long before the HTTP server; node 0 only (nodes 1..N-1 run no tokenizer manager).
+# SGLang's texts on SIGTERM and at its end (0.5.9, 0.5.17 and 0.5.23 wheels; the real 0.5.17 server printed them,
+# tests/fixtures/sglang/real/0.5.17-h200/). Its SIGTERM handler is installed with loop.add_signal_handler, which
+# calls it without arguments: signum=None frame=None.
+SIGTERM_TEXT = "SIGTERM received. signum=None frame=None. Draining requests and shutting down..."
+DRAIN_TEXT = "Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
+# utils/common.py kill_process_tree logs this first from 0.5.13 on (no such line in the 0.5.9, 0.5.11, 0.5.12 and
+# 0.5.12.post1 wheels; there in 0.5.13, 0.5.17, 0.5.23), then SIGKILLs the process's children and the process itself.
+KILL_TREE_TEXT = "kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d"
+KILL_TREE_LOGGED_SINCE = (0, 5, 13)
+
+
+def release_key(release):
+    return tuple(int(part) if part.isdigit() else 0 for part in release.split("."))
+
+
+def kill_process_tree(stream=None):
+    """SGLang's end, ``kill_process_tree(os.getpid(), include_parent=True)``: its line (0.5.13+), then SIGKILL of
+    the children (the stand-in has none: its servers are threads) and of itself, so the exit status is 137 (as the
+    real server's in every case)."""
+    if release_key(RELEASE) >= KILL_TREE_LOGGED_SINCE:
+        emit(KILL_TREE_TEXT % (os.getpid(), os.getpid()), None, stream)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
         if start_bootstrap_server(args) is None:
             return 1
     time.sleep(step)
