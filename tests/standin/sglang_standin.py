@@ -1131,6 +1131,30 @@ class StandinHTTPServer(ThreadingHTTPServer):
     request_queue_size = 2048
 
 
+# SGLang's texts on SIGTERM and at its end (0.5.9, 0.5.17 and 0.5.23 wheels; the real 0.5.17 server printed them,
+# tests/fixtures/sglang/real/0.5.17-h200/). Its SIGTERM handler is installed with loop.add_signal_handler, which
+# calls it without arguments: signum=None frame=None.
+SIGTERM_TEXT = "SIGTERM received. signum=None frame=None. Draining requests and shutting down..."
+DRAIN_TEXT = "Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
+# utils/common.py kill_process_tree logs this first from 0.5.13 on (no such line in the 0.5.9, 0.5.11, 0.5.12 and
+# 0.5.12.post1 wheels; there in 0.5.13, 0.5.17, 0.5.23), then SIGKILLs the process's children and the process itself.
+KILL_TREE_TEXT = "kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d"
+KILL_TREE_LOGGED_SINCE = (0, 5, 13)
+
+
+def release_key(release):
+    return tuple(int(part) if part.isdigit() else 0 for part in release.split("."))
+
+
+def kill_process_tree(stream=None):
+    """SGLang's end, ``kill_process_tree(os.getpid(), include_parent=True)``: its line (0.5.13+), then SIGKILL of
+    the children (the stand-in has none: its servers are threads) and of itself, so the exit status is 137 (as the
+    real server's in every case)."""
+    if release_key(RELEASE) >= KILL_TREE_LOGGED_SINCE:
+        emit(KILL_TREE_TEXT % (os.getpid(), os.getpid()), None, stream)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def on_sigterm(signum, frame):
     emit(SIGTERM_TEXT)
     STATE["draining"] = True
@@ -1228,30 +1252,6 @@ def main(argv=None):
         # manager ("Init tokenizer manager first, as the bootstrap server is initialized here",
         # managers/disagg_service.py start_disagg_service), before the schedulers are ready (weights, KV, graphs)
         # and so long before the HTTP server; node 0 only (nodes 1..N-1 run no tokenizer manager).
-# SGLang's texts on SIGTERM and at its end (0.5.9, 0.5.17 and 0.5.23 wheels; the real 0.5.17 server printed them,
-# tests/fixtures/sglang/real/0.5.17-h200/). Its SIGTERM handler is installed with loop.add_signal_handler, which
-# calls it without arguments: signum=None frame=None.
-SIGTERM_TEXT = "SIGTERM received. signum=None frame=None. Draining requests and shutting down..."
-DRAIN_TEXT = "Gracefully exiting... Remaining number of requests %d. Remaining requests remaining_rids=%r."
-# utils/common.py kill_process_tree logs this first from 0.5.13 on (no such line in the 0.5.9, 0.5.11, 0.5.12 and
-# 0.5.12.post1 wheels; there in 0.5.13, 0.5.17, 0.5.23), then SIGKILLs the process's children and the process itself.
-KILL_TREE_TEXT = "kill_process_tree called: parent_pid=%d, include_parent=True, pid=%d"
-KILL_TREE_LOGGED_SINCE = (0, 5, 13)
-
-
-def release_key(release):
-    return tuple(int(part) if part.isdigit() else 0 for part in release.split("."))
-
-
-def kill_process_tree(stream=None):
-    """SGLang's end, ``kill_process_tree(os.getpid(), include_parent=True)``: its line (0.5.13+), then SIGKILL of
-    the children (the stand-in has none: its servers are threads) and of itself, so the exit status is 137 (as the
-    real server's in every case)."""
-    if release_key(RELEASE) >= KILL_TREE_LOGGED_SINCE:
-        emit(KILL_TREE_TEXT % (os.getpid(), os.getpid()), None, stream)
-    os.kill(os.getpid(), signal.SIGKILL)
-
-
         if start_bootstrap_server(args) is None:
             return 1
     time.sleep(step)
