@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The ansible-core release a controller of tests/controllers.txt names, read from PyPI's JSON
 (https://pypi.org/pypi/ansible-core/json), never typed:

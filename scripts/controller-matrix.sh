@@ -25,7 +25,7 @@ dev_controller() {  # "<ansible-core> <X.Y>" of the development controller's ven
 rc=0
 while read -r spec pyv; do
   [[ -z "$spec" || "$spec" == \#* ]] && continue
-  core="$(scripts/ansible-core-version.py "$spec")" || { echo "##### controller $spec: FAILED (no release)"; rc=1; continue; }
+  core="$(python3 scripts/ansible-core-version.py "$spec")" || { echo "##### controller $spec: FAILED (no release)"; rc=1; continue; }
   if [[ $# -gt 0 && " $* " != *" $core "* && " $* " != *" $spec "* ]]; then continue; fi
   t=$SECONDS
   venv="$(scripts/controller-venv.sh "$core" "$pyv")" || { echo "##### controller $core: FAILED (no venv)"; rc=1; continue; }

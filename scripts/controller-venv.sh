@@ -11,7 +11,7 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 spec="${1:?usage: controller-venv.sh CORE X.Y}" pyv="${2:?usage: controller-venv.sh CORE X.Y}"
 CACHE="${GPUSERVE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuserve-sglang}"
 mkdir -p "$CACHE"
-core="$("$ROOT/scripts/ansible-core-version.py" "$spec")" || { echo "controllers: no ansible-core for '$spec'" >&2; exit 1; }
+core="$(python3 "$ROOT/scripts/ansible-core-version.py" "$spec")" || { echo "controllers: no ansible-core for '$spec'" >&2; exit 1; }
 py="$("$ROOT/scripts/find-python.sh" "$pyv" 2>/dev/null)" \
   || { echo "controllers: no Python $pyv here (python$pyv on PATH or pyenv)" >&2; exit 1; }
 want="$( (sed "s/@CORE@/$core/" "$ROOT/tests/controller-requirements.txt"; "$py" -c 'import sys; print(sys.version)') \
@@ -22,7 +22,7 @@ venv="$CACHE/controller-$core-py$pyv-${want:0:12}"
   flock 9
   if [[ -x "$venv/bin/python" && "$(cat "$venv/.requirements.sha256" 2>/dev/null)" == "$want" ]]; then exit 0; fi
   # a release that does not run on this Python is told here, not as pip's "no matching distribution"
-  rp="$("$ROOT/scripts/ansible-core-version.py" --requires-python "$core" 2>/dev/null)" || rp=""
+  rp="$(python3 "$ROOT/scripts/ansible-core-version.py" --requires-python "$core" 2>/dev/null)" || rp=""
   if [[ -n "$rp" ]] && ! "$py" - "$ROOT/scripts/ansible-core-version.py" "$pyv" "$rp" <<'PY'
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("acv", sys.argv[1])

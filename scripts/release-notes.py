@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The tested matrix of a release, read from the files that define it (never typed here), for scripts/release.sh:
 
@@ -14,7 +13,6 @@ docs/operator-guide.md, as it stands)."""
 from __future__ import annotations
 
 import ast
-import glob
 import importlib.util
 import os
 import re
