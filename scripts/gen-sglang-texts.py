@@ -14,10 +14,16 @@ logging call's format contains. The call's format (an f-string, or a %-format wi
 named by FIELDS (``{tokens:d}``, ``{gb:.2f}``) or ``{_N}`` when the collection does not read it. The table holds
 templates only: ``_sglang_logs`` turns them into regexes, the stand-in (a test fixture) prints them. A family a
 release does not have is simply absent from its entry; a REQUIRED family that is not found stops the script, so
-a release that moved a text is reviewed, not silently read with nothing.
+a release that moved a text is reviewed, not silently read with nothing. The same holds for RULES (how a release
+sizes its pools, which flags it has) and for SGLang's own defaults (DEFAULT_FIELDS, read from ServerArgs' fields:
+``server_defaults(release)`` in the table).
+
+Every release from 0.5.9 to 0.5.23 on PyPI has a fixture (post releases included); the wheels are cached in
+.cache/sglang-wheels (SGLANG_WHEEL_CACHE), and --check never downloads.
 """
 import argparse
 import ast
+import fnmatch
 import glob
 import hashlib
 import json
@@ -38,9 +44,10 @@ CACHE = os.environ.get("SGLANG_WHEEL_CACHE", os.path.join(ROOT, ".cache", "sglan
 FIELDS = {
     "num_tokens": "tokens", "self.size": "tokens", "size": "tokens",
     "kv_size_GB": "gb", "k_size_GB": "k_gb", "v_size_GB": "v_gb",
-    "requested_bytes / 1e9": "gb", "requested_bytes / 1000000000.0": "gb", "self.pool_label": "pool", "cache_name": "pool",
+    "requested_bytes / 1e9": "gb", "requested_bytes / 1000000000.0": "gb", "self.pool_label": "pool", "pool_label": "pool",
+    "cache_name": "pool",
     "self.max_total_num_tokens": "tokens", "i": "rank", "rank": "rank",
-    "server_args": "args", "_server_args_for_logging(server_args)": "args",
+    "server_args": "args", "_server_args_for_logging(server_args)": "args", "server_args.resolved_dict()": "args",
     "get_parallel().node_rank": "node_rank", "server_args.node_rank": "node_rank",
     "self.dtype": "dtype", "ratio": "ratio", "self.weight_load_mem_usage": "mem_gb",
     "time.perf_counter() - tic_total": "elapsed", "self.weight_load_time": "elapsed",
@@ -136,13 +143,10 @@ def _reserve(source):
 # How a release sizes HiCache's host pools (the memory plan uses these): name -> (files, detector(source) ->
 # (value, line) or (None, None)). The first file that exists and answers decides.
 RULES = {
-    # 0.5.9 memory_pool_host.py: each rank checks its pool alone against MemAvailable - 10 GiB;
+    # 0.5.9 memory_pool_host.py: each rank checks its pool alone against MemAvailable - 10 GiB (``ten_gb``, from
+    # 0.5.11 the constant HICACHE_HOST_MEMORY_RESERVE_BYTES);
     # 0.5.23 pool_host/base.py host_memory_budget_bytes: (cgroup-aware available - 10 GiB) // ranks on the host.
-    "hicache_budget": (["mem_cache/pool_host/base.py", "mem_cache/memory_pool_host.py"],
-                       lambda src: (("per_rank_share", _find_line(src, "// ranks_per_host()"))
-                                    if "// ranks_per_host()" in src else
-                                    ("each_rank_alone", _find_line(src, "host_mem.available - ten_gb"))
-                                    if "host_mem.available - ten_gb" in src else (None, None))),
+    "hicache_budget": (["mem_cache/pool_host/base.py", "mem_cache/memory_pool_host.py"], "_hicache_budget"),
     "hicache_reserve_bytes": (["mem_cache/pool_host/base.py", "mem_cache/memory_pool_host.py"], _reserve),
     # with EAGLE the draft model gets a host pool of the target's tokens (hybrid_pool_assembler: pool_label="draft")
     "hicache_draft_host_pool": (["mem_cache/hybrid_cache/hybrid_pool_assembler.py"],
@@ -168,20 +172,17 @@ RULES = {
     "hicache_mamba": (["mem_cache/pool_host/mamba.py"],
                       lambda src: (True, _find_line(src, "hierarchical Mamba cache"))
                       if "hierarchical Mamba cache" in src else (None, None)),
-    # How a hybrid model's Mamba state pool is sized (the memory plan, issue 24): "ratio_split" (0.5.9
-    # model_runner_kv_cache_mixin.handle_max_mamba_cache: the speculative reserve first, then rest x r / (1 + r));
-    # "joint_spec_solve" (0.5.23 kv_cache_configurator._handle_max_mamba_cache: slots and speculative scratch solved
-    # together, padding slots, fused draft entries, ReplaySSM) - the plan models the first and says so for the second
+    # How a hybrid model's Mamba state pool is sized (the memory plan, issue 24), r = --mamba-full-memory-ratio:
+    # "ratio_split" (0.5.9-0.5.12 model_runner_kv_cache_mixin.handle_max_mamba_cache: the speculative reserve first,
+    # then rest x r / (1 + r)); "joint_solve" (0.5.13-0.5.16: slots and speculative scratch solved together,
+    # slots = budget // (per_req (1 + D / ratio)), no padding slot); "joint_spec_solve" (0.5.17+
+    # kv_cache_configurator._handle_max_mamba_cache: the same with a padding slot, (budget - per_req (1 + D)) //
+    # ..., fused draft entries, ReplaySSM) - the plan models the standard path of each and says so for the last two
     "hybrid_mamba_sizing": (["mem_cache/kv_cache_configurator.py", "model_executor/model_runner_kv_cache_mixin.py"],
-                            lambda src: ("joint_spec_solve", _find_line(src, "mamba_pool.memory_budget_spec"))
-                            if "mamba_pool.memory_budget_spec" in src else
-                            ("ratio_split", _find_line(src, "mamba_state_intermediate_size"))
-                            if "mamba_state_intermediate_size" in src else (None, None)),
+                            "_hybrid_mamba_sizing"),
     # --mamba-full-memory-ratio's default (state memory : full-attention KV memory)
     "mamba_full_memory_ratio_default": (["server_args.py", "arg_groups/fields/schedule.py"],
-                                        lambda src: _regex_value(src, r"mamba_full_memory_ratio: float = ([0-9.]+)",
-                                                                 r"mamba_full_memory_ratio: A\[.{0,400}?fallback=([0-9.]+)",
-                                                                 cast=float)),
+                                        lambda src: _field_default(src, "mamba_full_memory_ratio")),
     # state slots per running request (the cap on running requests is the pool's slots // this, plus the
     # extra_buffer slots)
     "mamba_slots_per_request_base": (["mem_cache/kv_cache_configurator.py",
@@ -190,7 +191,7 @@ RULES = {
                                                               cast=int)),
     # --max-running-requests when speculative decoding is on and none is given
     "spec_max_running_requests_default": (["server_args.py", "arg_groups/speculative_hook.py"],
-                                          lambda src: _regex_value(src, r"self\.max_running_requests = (\d+)",
+                                          lambda src: _regex_value(src, r"(?:self|server_args)\.max_running_requests = (\d+)",
                                                                    r"max_running_requests=(\d+)", cast=int)),
     # A server over several hosts (--nnodes): which global TP ranks a node runs (entrypoints/engine.py, 0.5.9
     # _launch_subprocesses, 0.5.23 _compute_node_rank_ranges): "contiguous" = tp_size // nnodes_per_tp_group ranks
@@ -238,6 +239,126 @@ def _regex_value(source, *patterns, cast=str):
         if match:
             return cast(match.group(1)), source[:match.start(1)].count("\n") + 1
     return None, None
+
+
+def _hicache_budget(source):
+    """(kind, line): "per_rank_share" where the budget is divided by the ranks on the host, "each_rank_alone" where
+    each rank's pool is checked alone against the host's available memory less the reserve."""
+    if "// ranks_per_host()" in source:
+        return "per_rank_share", _find_line(source, "// ranks_per_host()")
+    return _regex_value(source, r"(host_mem\.available - (?:ten_gb|HICACHE_HOST_MEMORY_RESERVE_BYTES)\b)",
+                        cast=lambda _code: "each_rank_alone")
+
+
+def _hybrid_mamba_sizing(source):
+    for kind, pattern in (("joint_spec_solve", r"(mamba_budget_bytes\s*-\s*per_req\s*\*\s*\(1 \+ D\))"),
+                          ("joint_solve", r"(mamba_budget_bytes\s*//\s*\(per_req\s*\*\s*\(1 \+ D / ratio\)\))"),
+                          ("ratio_split", r"(mamba_state_intermediate_size)")):
+        value, line = _regex_value(source, pattern, cast=lambda _code, kind=kind: kind)
+        if value:
+            return value, line
+    return None, None
+
+
+class _NotLiteral(Exception):
+    pass
+
+
+def _arg_keywords(annotation):
+    """The keywords of ``Arg(...)`` in a field's ``A[type, Arg(...)]`` annotation (0.5.16+), else {}."""
+    if not (isinstance(annotation, ast.Subscript) and isinstance(annotation.slice, ast.Tuple)):
+        return {}
+    for item in annotation.slice.elts[1:]:
+        if isinstance(item, ast.Call) and getattr(item.func, "id", "") == "Arg":
+            return {k.arg: k.value for k in item.keywords if k.arg}
+    return {}
+
+
+def _value_of(node):
+    """A field's default as a Python value: a literal, ``field(default=literal)``, or a literal ``fallback=``."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "field":
+        keywords = {k.arg: k.value for k in node.keywords}
+        if "default" not in keywords:
+            raise _NotLiteral(ast.unparse(node))
+        node = keywords["default"]
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise _NotLiteral(ast.unparse(node))
+
+
+def server_fields(source, classes=None):
+    """{field: {"value", "fallback"?, "line"} or {"expr", "line"}} of the dataclass fields SGLang builds its
+    command line from (``name: type = default`` in ServerArgs, 0.5.9; ``name: A[type, "help" | Arg(...)] = default``
+    in ServerArgs or arg_groups/fields/*.py, 0.5.16+). ``value`` is the declared default (None: SGLang computes it
+    at start-up); ``fallback`` is Arg's scalar used when neither the command line nor a resolution hook gives one;
+    ``expr`` is a default that is not a literal (its code)."""
+    out = {}
+    for cls in ast.walk(ast.parse(source)):
+        if not isinstance(cls, ast.ClassDef) or (classes is not None and cls.name not in classes):
+            continue
+        for node in cls.body:
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)) or node.value is None:
+                continue
+            entry = {"line": node.lineno}
+            try:
+                entry["value"] = _value_of(node.value)
+            except _NotLiteral as exc:
+                entry["expr"] = str(exc)
+            fallback = _arg_keywords(node.annotation).get("fallback")
+            if fallback is not None:
+                try:
+                    entry["fallback"] = _value_of(fallback)
+                except _NotLiteral:
+                    pass
+            out.setdefault(node.target.id, entry)
+    return out
+
+
+def _field_default(source, name):
+    """(default, line) of one field: the declared literal, else its fallback; (None, None) when neither."""
+    entry = server_fields(source).get(name)
+    if not entry:
+        return None, None
+    value = entry.get("value")
+    if value is None:
+        value = entry.get("fallback")
+    return (value, entry["line"]) if value is not None else (None, None)
+
+
+# SGLang's defaults the collection states (issue 39: one table): ServerArgs' fields, read from each wheel
+DEFAULT_FIELDS = (
+    "tp_size", "dp_size", "pp_size", "nnodes", "enable_hierarchical_cache", "hicache_ratio", "hicache_size",
+    "hicache_write_policy", "hicache_io_backend", "hicache_mem_layout", "hicache_host_memory_fraction",
+    "disable_radix_cache", "mem_fraction_static", "page_size", "attention_backend", "kv_cache_dtype",
+    "max_running_requests", "max_total_tokens", "chunked_prefill_size", "context_length", "host", "port",
+    "enable_metrics", "speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+    "speculative_num_draft_tokens",
+)
+# fields only some releases have (absent from the others' tables)
+OPTIONAL_DEFAULT_FIELDS = ("hicache_host_memory_fraction",)
+DEFAULTS_FILES = [("server_args.py", ("ServerArgs",)), ("arg_groups/fields/*.py", None)]
+
+
+def server_defaults_of(archive, names):
+    """{field: {"value": declared default (None: computed at start-up), "fallback"?: Arg's fallback, "source"}}
+    for DEFAULT_FIELDS, from the release's ServerArgs (server_args.py, or arg_groups/fields/*.py from 0.5.20)."""
+    found = {}
+    for pattern, classes in DEFAULTS_FILES:
+        for path in sorted(n for n in names if fnmatch.fnmatch(n, "sglang/srt/" + pattern)):
+            fields = server_fields(archive.read(path).decode("utf-8-sig"), classes)
+            for name in DEFAULT_FIELDS:
+                if name in fields and name not in found:
+                    entry = dict(fields[name], source="%s:%d" % (path, fields[name]["line"]))
+                    del entry["line"]
+                    if "expr" in entry:
+                        raise SystemExit("%s's default is not a literal (%s): review the release and server_fields"
+                                         % (name, entry["expr"]))
+                    found[name] = entry
+    missing = [name for name in DEFAULT_FIELDS if name not in found and name not in OPTIONAL_DEFAULT_FIELDS]
+    if missing:
+        raise SystemExit("ServerArgs fields not found: %s: review the release and DEFAULT_FIELDS" % ", ".join(missing))
+    return found
 
 
 def _multithread_default(source):
@@ -463,6 +584,7 @@ def extract(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
         families["_rules"] = rules_of(archive, names)
+        families["_defaults"] = server_defaults_of(archive, names)
         families["_models"] = {"architectures": architectures_of(archive, names),
                                "quant_min_capability": quant_capabilities_of(archive, names)}
         for family, (required, files, anchor, what) in FAMILIES.items():
@@ -493,7 +615,8 @@ def extract(wheel):
 
 def server_args_form(families):
     template = families["server_args"][0]["code"]
-    return "dict" if "_server_args_for_logging" in template else "repr"
+    # 0.5.19-0.5.21 log server_args.resolved_dict(), 0.5.22+ _server_args_for_logging(server_args): a dict
+    return "dict" if "_server_args_for_logging" in template or ".resolved_dict()" in template else "repr"
 
 
 def sha256(path):
@@ -538,6 +661,7 @@ def table_from(fixtures_by_release):
             "quant_min_capability": {name: cap["value"] for name, cap in
                                      sorted(data.get("models", {}).get("quant_min_capability", {}).items())},
             "texts": {family: [hit["template"] for hit in hits] for family, hits in sorted(data["families"].items())},
+            "defaults": {name: field["value"] for name, field in sorted(data.get("defaults", {}).items())},
         }
     return releases
 
@@ -555,7 +679,41 @@ def render_table(releases):
         "RELEASES = %s" % _pyrepr(releases),
         "",
     ]
-    return "\n".join(lines)
+    return "\n".join(lines) + ACCESSORS
+
+
+# Written after RELEASES in the generated table: how the collection reads SGLang's defaults (issue 39)
+ACCESSORS = '''
+
+def _vkey(version):
+    return tuple(int(x) if x.isdigit() else 0 for x in (version or "").replace("+", ".").replace("-", ".").split("."))
+
+
+def release_for_defaults(release=None):
+    """(table release, note) whose defaults stand for ``release``: its own table; a release without one: the
+    newest older table's (the oldest's when it is older than every table); not given: the newest table's."""
+    known = sorted(RELEASES, key=_vkey)
+    if not release:
+        return known[-1], "release not given: SGLang %s's defaults" % known[-1]
+    if release in RELEASES:
+        return release, "SGLang %s's defaults (from its wheel)" % release
+    older = [r for r in known if _vkey(r) <= _vkey(release)]
+    chosen = older[-1] if older else known[0]
+    return chosen, "SGLang %s has no release table: %s's defaults" % (release, chosen)
+
+
+def server_defaults(release=None):
+    """SGLang's own defaults for ``release`` (ServerArgs' declared defaults, taken from the wheel): tp_size,
+    enable_hierarchical_cache, hicache_ratio, hicache_write_policy, hicache_io_backend, mem_fraction_static,
+    page_size, attention_backend, the speculative settings ... None where SGLang computes the value at start-up
+    (mem_fraction_static; hicache_ratio from 0.5.18). A copy: the caller may change it."""
+    return dict(RELEASES[release_for_defaults(release)[0]]["defaults"])
+
+
+def server_default(name, release=None):
+    """One of server_defaults(release); KeyError for a field the table does not hold."""
+    return RELEASES[release_for_defaults(release)[0]]["defaults"][name]
+'''
 
 
 def _strrepr(text, pad, width=100):
@@ -573,6 +731,17 @@ def _pyrepr(value, indent=0):
             return "{}"
         items = ["%s%r: %s," % (pad, key, _pyrepr(val, indent + 1)) for key, val in value.items()]
         return "{\n" + "\n".join(items) + "\n" + "    " * indent + "}"
+    if isinstance(value, list) and len(value) > 20 and all(isinstance(i, str) and i and i.split() == [i] for i in value):
+        # a long list of names (architectures): one string split, which Python compiles ~10x faster than a list
+        # of that many literals (the table is imported by every module that reads a release)
+        lines, line = [], ""
+        for item in value:
+            if line and len(line) + len(item) > 90:
+                lines.append(line)
+                line = ""
+            line += item + " "
+        lines.append(line)
+        return "(\n" + "".join("%s%r\n" % (pad, text) for text in lines) + "    " * indent + ").split()"
     if isinstance(value, list):
         items = ["%s%s," % (pad, _strrepr(item, pad)) for item in value]
         return "[\n" + "\n".join(items) + "\n" + "    " * indent + "]"
@@ -613,9 +782,11 @@ def main():
     families = extract(wheel)
     rules = families.pop("_rules")
     models = families.pop("_models")
+    defaults = families.pop("_defaults")
     fixture = {
         "release": args.release, "wheel": os.path.basename(wheel), "sha256": sha256(wheel),
         "server_args_form": server_args_form(families), "families": families, "rules": rules, "models": models,
+        "defaults": defaults,
     }
     os.makedirs(FIXTURES, exist_ok=True)
     with open(os.path.join(FIXTURES, "%s.json" % args.release), "w") as handle:

@@ -14,6 +14,7 @@ import re
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import server_default
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import unbracket, url_host
 
 string_types = (str,)
@@ -119,7 +120,7 @@ def sglang_node_fingerprint(host_facts, profile, args):
         "profile": str(profile or ""),
         "gpus": len(caps),
         "compute_caps": sorted(caps),
-        "tp": str(args.get("tp", 1)),
+        "tp": str(args.get("tp", server_default("tp_size", host_facts.get("sglang_release")))),
         "model_config_sha256": str(model.get("config_sha256") or ""),
         "model_index_sha256": str(weights.get("index_sha256") or ""),
         "model_weight_files": int(weights.get("files") or 0),

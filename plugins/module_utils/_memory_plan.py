@@ -202,6 +202,9 @@ def hybrid_state(rules, rest_gib, per_req, options):
     ``slots = int((budget - per_req (1 + D)) // (per_req (1 + D / ratio)))`` and
     ``per_req x (min(max_running, slots // ratio) + 1) x D`` for the intermediate states; without,
     ``slots = int((budget - per_req) // per_req)``; the pool holds slots + 1 (a padding slot).
+    joint_solve (0.5.13-0.5.16, the same solve before the padding slot): with speculative decoding
+    ``slots = int(budget // (per_req (1 + D / ratio)))`` and ``per_req x min(max_running, slots // ratio) x D``;
+    without, ``slots = int(budget // per_req)``; the pool holds slots.
     ratio (state slots per running request) = 1 with the radix cache off, else the base (3) + extra_buffer's
     tracking slots (0.5.9: 1 with speculative decoding, else 2; 0.5.23: 2 with the overlap scheduler, else 1)."""
     spec_tokens = int(options.get("speculative_num_draft_tokens") or 0)
@@ -231,6 +234,7 @@ def hybrid_state(rules, rest_gib, per_req, options):
             slots = int((rest_gib * r / (1 + r) * GIB) // per_req)
         state = slots * per_req
     else:
+        pad = 0 if sizing == "joint_solve" else 1     # 0.5.17+ keeps a padding slot
         if given_slots:
             slots = int(given_slots)
         elif radix_off and running:
@@ -238,21 +242,26 @@ def hybrid_state(rules, rest_gib, per_req, options):
         else:
             budget = rest_gib * r / (1 + r) * GIB
             if spec_tokens:
-                slots = int((budget - per_req * (1 + spec_tokens)) // (per_req * (1 + spec_tokens / float(ratio))))
+                slots = int((budget - pad * per_req * (1 + spec_tokens))
+                            // (per_req * (1 + spec_tokens / float(ratio))))
             else:
-                slots = int((budget - per_req) // per_req)
+                slots = int((budget - pad * per_req) // per_req)
         if spec_tokens:
             capped = slots if (radix_off and not given_slots) else min(max(1, int(running)), slots // ratio)
-            intermediate = per_req * (capped + 1) * spec_tokens
+            intermediate = per_req * (capped + pad) * spec_tokens
             rest_gib -= intermediate / float(GIB)
-        state = (slots + 1) * per_req
+        state = (slots + pad) * per_req
     rest_gib -= state / float(GIB)
     facts = {"sizing": sizing, "state_bytes_per_request": per_req, "state_slots": slots,
              "state_pool_bytes": state, "state_pool_gb": _r(state / float(GIB)),
              "spec_intermediate_bytes": intermediate, "spec_intermediate_gb": _r(intermediate / float(GIB)),
              "mamba_full_memory_ratio": r, "slots_per_running_request": ratio,
              "max_running_requests_given": given_running, "max_running_requests_assumed": running}
-    if sizing != "ratio_split":
+    if sizing == "joint_solve":
+        facts["not_modelled"] = ("SGLang %s's joint solve is modelled on its standard path only (one pipeline "
+                                 "stage, no attention DP); its extra_buffer slots and running-request cap as "
+                                 "0.5.23's" % rules["from_release"])
+    elif sizing != "ratio_split":
         facts["not_modelled"] = ("SGLang %s's joint solve is modelled on its standard path only (one pipeline "
                                  "stage, no attention DP, no ReplaySSM, no fused draft state)" % rules["from_release"])
     return rest_gib, facts

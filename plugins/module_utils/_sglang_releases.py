@@ -32,186 +32,59 @@ RELEASES = {
             'pd_decode_radix_cache': 'never',
             'spec_max_running_requests_default': 48,
         },
-        'architectures': [
-            'AfmoeForCausalLM',
-            'ApertusForCausalLM',
-            'ArceeForCausalLM',
-            'BaichuanForCausalLM',
-            'BailingMoEForCausalLM',
-            'BailingMoeForCausalLM',
-            'BailingMoeForCausalLMNextN',
-            'BailingMoeV2ForCausalLM',
-            'BailingMoeV2_5ForCausalLM',
-            'BertForSequenceClassification',
-            'BertModel',
-            'CLIPModel',
-            'ChatGLMModel',
-            'Cohere2ForCausalLM',
-            'CohereForCausalLM',
-            'Contriever',
-            'DbrxForCausalLM',
-            'DeciLMForCausalLM',
-            'DeepseekForCausalLM',
-            'DeepseekOCRForCausalLM',
-            'DeepseekV2ForCausalLM',
-            'DeepseekV32ForCausalLM',
-            'DeepseekV3ForCausalLM',
-            'DeepseekV3ForCausalLMNextN',
-            'DeepseekVL2ForCausalLM',
-            'DotsOCRForCausalLM',
-            'DotsVLMForCausalLM',
-            'Ernie4_5_ForCausalLM',
-            'Ernie4_5_MoeForCausalLM',
-            'Ernie4_5_MoeForCausalLMMTP',
-            'Ernie4_5_VLMoeForConditionalGeneration',
-            'Exaone4ForCausalLM',
-            'ExaoneForCausalLM',
-            'ExaoneMoEForCausalLM',
-            'ExaoneMoEForCausalLMMTP',
-            'FalconH1ForCausalLM',
-            'GPT2LMHeadModel',
-            'GPTBigCodeForCausalLM',
-            'GPTJForCausalLM',
-            'Gemma2ForCausalLM',
-            'Gemma2ForSequenceClassification',
-            'Gemma3ForCausalLM',
-            'Gemma3ForConditionalGeneration',
-            'Gemma3nForCausalLM',
-            'Gemma3nForConditionalGeneration',
-            'GemmaForCausalLM',
-            'Glm4ForCausalLM',
-            'Glm4MoeForCausalLM',
-            'Glm4MoeForCausalLMNextN',
-            'Glm4MoeLiteForCausalLM',
-            'Glm4vForConditionalGeneration',
-            'Glm4vMoeForConditionalGeneration',
-            'GlmAsrForConditionalGeneration',
-            'GlmMoeDsaForCausalLM',
-            'GlmOcrForConditionalGeneration',
-            'GlmOcrForConditionalGenerationNextN',
-            'GptOssForCausalLM',
-            'GraniteForCausalLM',
-            'GraniteMoeForCausalLM',
-            'GraniteMoeHybridForCausalLM',
-            'Grok1ForCausalLM',
-            'Grok1ModelForCausalLM',
-            'HunYuanDenseV1ForCausalLM',
-            'HunYuanMoEV1ForCausalLM',
-            'IQuestCoderForCausalLM',
-            'IQuestLoopCoderForCausalLM',
-            'InternLM2ForCausalLM',
-            'InternLM2ForRewardModel',
-            'InternLM3ForCausalLM',
-            'InternS1ForConditionalGeneration',
-            'InternS1ProForConditionalGeneration',
-            'InternVLChatModel',
-            'JetNemotronForCausalLM',
-            'JetVLMForConditionalGeneration',
-            'KimiK25ForConditionalGeneration',
-            'KimiLinearForCausalLM',
-            'KimiVLForConditionalGeneration',
-            'LLaDA2MoeModelLM',
-            'Lfm2ForCausalLM',
-            'Lfm2MoeForCausalLM',
-            'LightOnOCRForConditionalGeneration',
-            'Llama4ForCausalLM',
-            'Llama4ForConditionalGeneration',
-            'LlamaEmbeddingModel',
-            'LlamaForCausalLM',
-            'LlamaForCausalLMEagle',
-            'LlamaForCausalLMEagle3',
-            'LlamaForClassification',
-            'LlamaForSequenceClassification',
-            'LlamaForSequenceClassificationWithNormal_Weights',
-            'LlavaForConditionalGeneration',
-            'LlavaLlamaForCausalLM',
-            'LlavaMistralForCausalLM',
-            'LlavaQwenForCausalLM',
-            'LlavaVidForCausalLM',
-            'LongcatFlashForCausalLM',
-            'LongcatFlashForCausalLMNextN',
-            'MiDashengLMModel',
-            'MiMoForCausalLM',
-            'MiMoMTP',
-            'MiMoV2FlashForCausalLM',
-            'MiMoV2MTP',
-            'MindSporeForCausalLM',
-            'MiniCPM3ForCausalLM',
-            'MiniCPMForCausalLM',
-            'MiniCPMO',
-            'MiniCPMV',
-            'MiniMaxM2ForCausalLM',
-            'Ministral3ForCausalLM',
-            'Mistral3ForConditionalGeneration',
-            'MistralForCausalLM',
-            'MistralLarge3ForCausalLM',
-            'MistralLarge3ForCausalLMEagle',
-            'MistralModel',
-            'MixtralForCausalLM',
-            'MllamaForConditionalGeneration',
-            'MultiModalityCausalLM',
-            'NVILAForConditionalGeneration',
-            'NVILALiteForConditionalGeneration',
-            'NemotronHForCausalLM',
-            'NemotronHForCausalLMMTP',
-            'NemotronH_Nano_VL_V2',
-            'OPTForCausalLM',
-            'Olmo2ForCausalLM',
-            'OlmoForCausalLM',
-            'OlmoeForCausalLM',
-            'OrionForCausalLM',
-            'POINTSV15ChatModel',
-            'PaddleOCRVLForConditionalGeneration',
-            'PersimmonForCausalLM',
-            'Phi3ForCausalLM',
-            'Phi3SmallForCausalLM',
-            'Phi4MMForCausalLM',
-            'PhiForCausalLM',
-            'PhiMoEForCausalLM',
-            'PixtralForConditionalGeneration',
-            'PixtralVisionModel',
-            'QWenLMHeadModel',
-            'QuantMixtralForCausalLM',
-            'Qwen2AudioForConditionalGeneration',
-            'Qwen2ForCausalLM',
-            'Qwen2ForCausalLMEagle',
-            'Qwen2ForRewardModel',
-            'Qwen2ForSequenceClassification',
-            'Qwen2MoeForCausalLM',
-            'Qwen2VLForConditionalGeneration',
-            'Qwen2_5_VLForConditionalGeneration',
-            'Qwen3ForCausalLM',
-            'Qwen3ForRewardModel',
-            'Qwen3ForSequenceClassification',
-            'Qwen3MoeForCausalLM',
-            'Qwen3NextForCausalLM',
-            'Qwen3NextForCausalLMMTP',
-            'Qwen3OmniMoeForConditionalGeneration',
-            'Qwen3VLForConditionalGeneration',
-            'Qwen3VLMoeForConditionalGeneration',
-            'Qwen3_5ForCausalLMMTP',
-            'Qwen3_5ForConditionalGeneration',
-            'Qwen3_5MoeForConditionalGeneration',
-            'SDARForCausalLM',
-            'SDARMoeForCausalLM',
-            'Sarashina2VisionForCausalLM',
-            'SolarForCausalLM',
-            'StableLmForCausalLM',
-            'Starcoder2ForCausalLM',
-            'Step3VLForConditionalGeneration',
-            'Step3p5ForCausalLM',
-            'Step3p5MTP',
-            'StepVLForConditionalGeneration',
-            'TeleFLMForCausalLM',
-            'TorchNativeLlamaForCausalLM',
-            'TorchNativePhi3ForCausalLM',
-            'TransformersForCausalLM',
-            'XLMRobertaForSequenceClassification',
-            'XLMRobertaModel',
-            'XverseForCausalLM',
-            'XverseMoeForCausalLM',
-            'YiVLForCausalLM',
-        ],
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM CohereForCausalLM Contriever DbrxForCausalLM '
+            'DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM '
+            'DeepseekV32ForCausalLM DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'FalconH1ForCausalLM GPT2LMHeadModel GPTBigCodeForCausalLM GPTJForCausalLM '
+            'Gemma2ForCausalLM Gemma2ForSequenceClassification Gemma3ForCausalLM '
+            'Gemma3ForConditionalGeneration Gemma3nForCausalLM Gemma3nForConditionalGeneration '
+            'GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN '
+            'Glm4MoeLiteForCausalLM Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM '
+            'IQuestLoopCoderForCausalLM InternLM2ForCausalLM InternLM2ForRewardModel '
+            'InternLM3ForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM Lfm2ForCausalLM Lfm2MoeForCausalLM LightOnOCRForConditionalGeneration '
+            'Llama4ForCausalLM Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM '
+            'LlamaForCausalLMEagle LlamaForCausalLMEagle3 LlamaForClassification '
+            'LlamaForSequenceClassification LlamaForSequenceClassificationWithNormal_Weights '
+            'LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM '
+            'LlavaQwenForCausalLM LlavaVidForCausalLM LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM MiMoMTP '
+            'MiMoV2FlashForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM '
+            'MiniCPMForCausalLM MiniCPMO MiniCPMV MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralLarge3ForCausalLM '
+            'MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MultiModalityCausalLM NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NemotronHForCausalLM NemotronHForCausalLMMTP '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ForCausalLM Qwen3ForRewardModel Qwen3ForSequenceClassification Qwen3MoeForCausalLM '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SolarForCausalLM StableLmForCausalLM '
+            'Starcoder2ForCausalLM Step3VLForConditionalGeneration Step3p5ForCausalLM Step3p5MTP '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersForCausalLM XLMRobertaForSequenceClassification '
+            'XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM YiVLForCausalLM '
+        ).split(),
         'quant_min_capability': {
             'auto-round': 60,
             'awq': 75,
@@ -321,6 +194,4169 @@ RELEASES = {
                 'server_args={args}',
             ],
         },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.10': {
+        'wheel': 'sglang-0.5.10-py3-none-any.whl',
+        'sha256': 'ac8855a5d57dac8831fee526bca5212f1ae451f378e2ab08b3baecbc4deb4076',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'ratio_split',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM CohereForCausalLM Contriever DbrxForCausalLM '
+            'DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM '
+            'DeepseekV32ForCausalLM DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'FalconH1ForCausalLM GPT2LMHeadModel GPTBigCodeForCausalLM GPTJForCausalLM '
+            'Gemma2ForCausalLM Gemma2ForSequenceClassification Gemma3ForCausalLM '
+            'Gemma3ForConditionalGeneration Gemma3nForCausalLM Gemma3nForConditionalGeneration '
+            'GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN '
+            'Glm4MoeLiteForCausalLM Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM '
+            'IQuestLoopCoderForCausalLM InternLM2ForCausalLM InternLM2ForRewardModel '
+            'InternLM3ForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration '
+            'LightOnOCRForConditionalGeneration Llama4ForCausalLM Llama4ForConditionalGeneration '
+            'LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle LlamaForCausalLMEagle3 '
+            'LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2FlashForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM '
+            'MiniCPMForCausalLM MiniCPMO MiniCPMV MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralLarge3ForCausalLM '
+            'MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MultiModalityCausalLM NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NemotronHForCausalLM NemotronHForCausalLMMTP '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ForCausalLM Qwen3ForRewardModel Qwen3ForSequenceClassification Qwen3MoeForCausalLM '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'modelopt_fp4': 100,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 100,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_spec_v2_topk': [
+                'Spec v2 currently only supports topk = 1 for speculative decoding.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
+                'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.10.post1': {
+        'wheel': 'sglang-0.5.10.post1-py3-none-any.whl',
+        'sha256': 'a854a68b11caf6b4b55c241a44378a7cdede7ede325db85c955f131506703bc6',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'ratio_split',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM CohereForCausalLM Contriever DbrxForCausalLM '
+            'DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM '
+            'DeepseekV32ForCausalLM DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'FalconH1ForCausalLM GPT2LMHeadModel GPTBigCodeForCausalLM GPTJForCausalLM '
+            'Gemma2ForCausalLM Gemma2ForSequenceClassification Gemma3ForCausalLM '
+            'Gemma3ForConditionalGeneration Gemma3nForCausalLM Gemma3nForConditionalGeneration '
+            'GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN '
+            'Glm4MoeLiteForCausalLM Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM '
+            'IQuestLoopCoderForCausalLM InternLM2ForCausalLM InternLM2ForRewardModel '
+            'InternLM3ForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration '
+            'LightOnOCRForConditionalGeneration Llama4ForCausalLM Llama4ForConditionalGeneration '
+            'LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle LlamaForCausalLMEagle3 '
+            'LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2FlashForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM '
+            'MiniCPMForCausalLM MiniCPMO MiniCPMV MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralLarge3ForCausalLM '
+            'MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MultiModalityCausalLM NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NemotronHForCausalLM NemotronHForCausalLMMTP '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ForCausalLM Qwen3ForRewardModel Qwen3ForSequenceClassification Qwen3MoeForCausalLM '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'modelopt_fp4': 100,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 100,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_spec_v2_topk': [
+                'Spec v2 currently only supports topk = 1 for speculative decoding.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
+                'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.11': {
+        'wheel': 'sglang-0.5.11-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': 'fe0748beaff218d3e16c9018a5e19f018db06fc3c7ac4f90d2f93da1cf074b6f',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'ratio_split',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM CohereForCausalLM Contriever DFlashDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4ForCausalLM Gemma4ForConditionalGeneration '
+            'GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN '
+            'Glm4MoeLiteForCausalLM Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM '
+            'IQuestCoderForCausalLM IQuestLoopCoderForCausalLM InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM Lfm2ForCausalLM Lfm2MoeForCausalLM '
+            'Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM '
+            'MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV MiniMaxM2ForCausalLM '
+            'Ministral3ForCausalLM Mistral3ForConditionalGeneration MistralForCausalLM '
+            'MistralForCausalLMEagle MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle '
+            'MistralModel MixtralForCausalLM MllamaForConditionalGeneration '
+            'MossVLForConditionalGeneration MultiModalityCausalLM NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NemotronHForCausalLM NemotronHForCausalLMMTP '
+            'NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM '
+            'OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM POINTSV15ChatModel '
+            'PaddleOCRVLForConditionalGeneration PersimmonForCausalLM Phi3ForCausalLM '
+            'Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3NextForCausalLM '
+            'Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification VoxtralForConditionalGeneration '
+            'WhisperForConditionalGeneration XLMRobertaForSequenceClassification XLMRobertaModel '
+            'XverseForCausalLM XverseMoeForCausalLM YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'modelopt_fp4': 100,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 100,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
+                'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.12': {
+        'wheel': 'sglang-0.5.12-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '4ed786a38655851fd055ef57380c34d29b87753b53f63457309f51e5bf48c2e6',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'ratio_split',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM CohereForCausalLM Contriever DFlashDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4vForConditionalGeneration '
+            'Glm4vMoeForConditionalGeneration GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmOcrForConditionalGeneration GlmOcrForConditionalGenerationNextN GptOssForCausalLM '
+            'GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM '
+            'Grok1ModelForCausalLM HYV3ForCausalLM HYV3ForCausalLMNextN HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InternLM2ForCausalLM InternLM2ForRewardModel InternLM3ForCausalLM '
+            'InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM '
+            'Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration '
+            'Llama4ForCausalLM Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM '
+            'LlamaForCausalLMEagle LlamaForCausalLMEagle3 LlamaForClassification '
+            'LlamaForSequenceClassification LlamaForSequenceClassificationWithNormal_Weights '
+            'LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM '
+            'LlavaQwenForCausalLM LlavaVidForCausalLM LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM MiMoMTP '
+            'MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM '
+            'MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 '
+            'OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM '
+            'POINTSV15ChatModel PaddleOCRVLForConditionalGeneration PersimmonForCausalLM '
+            'Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3NextForCausalLM '
+            'Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification VoxtralForConditionalGeneration '
+            'WhisperForConditionalGeneration XLMRobertaForSequenceClassification XLMRobertaModel '
+            'XverseForCausalLM XverseMoeForCausalLM YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 100,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 100,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
+                'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.12.post1': {
+        'wheel': 'sglang-0.5.12.post1-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '94b3f3cc6b97f1364f247b8d9c1d106ec63cf22c55d6b65bc40ff29b0206ef5f',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'ratio_split',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM CohereForCausalLM Contriever DFlashDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4vForConditionalGeneration '
+            'Glm4vMoeForConditionalGeneration GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmOcrForConditionalGeneration GlmOcrForConditionalGenerationNextN GptOssForCausalLM '
+            'GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM '
+            'Grok1ModelForCausalLM HYV3ForCausalLM HYV3ForCausalLMNextN HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InternLM2ForCausalLM InternLM2ForRewardModel InternLM3ForCausalLM '
+            'InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM '
+            'Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration '
+            'Llama4ForCausalLM Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM '
+            'LlamaForCausalLMEagle LlamaForCausalLMEagle3 LlamaForClassification '
+            'LlamaForSequenceClassification LlamaForSequenceClassificationWithNormal_Weights '
+            'LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM '
+            'LlavaQwenForCausalLM LlavaVidForCausalLM LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM MiMoMTP '
+            'MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM '
+            'MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 '
+            'OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM '
+            'POINTSV15ChatModel PaddleOCRVLForConditionalGeneration PersimmonForCausalLM '
+            'Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3NextForCausalLM '
+            'Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification VoxtralForConditionalGeneration '
+            'WhisperForConditionalGeneration XLMRobertaForSequenceClassification XLMRobertaModel '
+            'XverseForCausalLM XverseMoeForCausalLM YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 100,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 100,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
+                'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.13': {
+        'wheel': 'sglang-0.5.13-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '9d26266ab7e99165098f9e173f4a5a0ef6a0b64a6f30ef0b5ee859eead37e75a',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM '
+            'IQuestCoderForCausalLM IQuestLoopCoderForCausalLM InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM Lfm2MoeForCausalLM '
+            'Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM '
+            'MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                (
+                    'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {'
+                    'v_gb:.2f} GB'
+                ),
+                'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.13.post1': {
+        'wheel': 'sglang-0.5.13.post1-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '1c1653ecf2893c7d7b1cf0c3e1cc9b7550ebad95c809de2f44bcc91b7a1e1fe3',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM '
+            'IQuestCoderForCausalLM IQuestLoopCoderForCausalLM InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM Lfm2MoeForCausalLM '
+            'Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM '
+            'MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                (
+                    'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {'
+                    'v_gb:.2f} GB'
+                ),
+                'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'layer_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.14': {
+        'wheel': 'sglang-0.5.14-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '4fe16056b45c8aca00f5f90ceb174dc3a62a3f5dccf159c791370795cd00fc99',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM '
+            'IQuestCoderForCausalLM IQuestLoopCoderForCausalLM InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM Lfm2MoeForCausalLM '
+            'Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP '
+            'MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_host_smaller': [
+                'The host memory should be larger than the device memory with the current protocol',
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                (
+                    'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {'
+                    'v_gb:.2f} GB'
+                ),
+                'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.15': {
+        'wheel': 'sglang-0.5.15-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DFlashLagunaForCausalLM DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM '
+            'DeepseekOCRForCausalLM DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InternLM2ForCausalLM InternLM2ForRewardModel InternLM3ForCausalLM '
+            'InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM '
+            'Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration '
+            'Llama4ForCausalLM Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM '
+            'LlamaForCausalLMEagle LlamaForCausalLMEagle3 LlamaForClassification '
+            'LlamaForSequenceClassification LlamaForSequenceClassificationWithNormal_Weights '
+            'LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM '
+            'LlavaQwenForCausalLM LlavaVidForCausalLM LocateAnythingForConditionalGeneration '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP '
+            'MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'UnlimitedOCRForCausalLM VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                (
+                    'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {'
+                    'v_gb:.2f} GB'
+                ),
+                'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.15.post1': {
+        'wheel': 'sglang-0.5.15.post1-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '8e182e1c449197cb6f98716a7cf432a3ea7af78c172f9b840ab28ad9e6cda9b4',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DFlashLagunaForCausalLM DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM '
+            'DeepseekOCRForCausalLM DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmMoeDsaForCausalLM GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InternLM2ForCausalLM InternLM2ForRewardModel InternLM3ForCausalLM '
+            'InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM '
+            'Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration '
+            'Llama4ForCausalLM Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM '
+            'LlamaForCausalLMEagle LlamaForCausalLMEagle3 LlamaForClassification '
+            'LlamaForSequenceClassification LlamaForSequenceClassificationWithNormal_Weights '
+            'LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM '
+            'LlavaQwenForCausalLM LlavaVidForCausalLM LocateAnythingForConditionalGeneration '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MiDashengLMModel MiMoForCausalLM '
+            'MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP '
+            'MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'UnlimitedOCRForCausalLM VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'fbgemm_fp8': 80,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'qoq': 80,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                (
+                    'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {'
+                    'v_gb:.2f} GB'
+                ),
+                'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {_3:.2f}GB intermediate_conv_wi'
+                    'ndow_cache size: {_4:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.16': {
+        'wheel': 'sglang-0.5.16-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': 'd5f345a18953dd35df568ac56bdcb7f5ee910ab39efea4469b714556d1070713',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DFlashLagunaForCausalLM DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM '
+            'DeepseekOCRForCausalLM DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMDSpark '
+            'DeepseekV4ForCausalLMNextN DeepseekVL2ForCausalLM DotsOCRForCausalLM DotsVLMForCausalLM '
+            'Eagle3DeepseekV2ForCausalLM Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM '
+            'Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM '
+            'ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM '
+            'GPT2LMHeadModel GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM '
+            'Gemma2ForSequenceClassification Gemma3ForCausalLM Gemma3ForConditionalGeneration '
+            'Gemma3nForCausalLM Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM '
+            'Gemma4ForCausalLM Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmImageForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmMoeDsaForCausalLMNextN GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InklingForConditionalGeneration InklingForConditionalGenerationMTP InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2ForCausalLM Lfm2MoeForCausalLM '
+            'Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN MellumForCausalLM MiDashengLMModel MiMoForCausalLM MiMoMTP '
+            'MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP '
+            'MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM MiniMaxM3SparseForCausalLM '
+            'MiniMaxM3SparseForConditionalGeneration Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLMMTP '
+            'Qwen3_5ForConditionalGeneration Qwen3_5MoeForConditionalGeneration SDARForCausalLM '
+            'SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM '
+            'SolarForCausalLM StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'UnlimitedOCRForCausalLM VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical KV cache.',
+            ],
+            'kv_pool': [
+                (
+                    'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {'
+                    'v_gb:.2f} GB'
+                ),
+                'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={avail_mem:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.17': {
+        'wheel': 'sglang-0.5.17-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '575e38f5683624ded3b4bb267f637a098e5ed37d13a1d1ff5ea09bd781a04d16',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': False,
+            'hicache_mamba': False,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_spec_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DFlashLagunaForCausalLM DSparkDraftModel DbrxForCausalLM DeciLMForCausalLM '
+            'DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM DeepseekV32ForCausalLM '
+            'DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM '
+            'DeepseekV4ForCausalLMDSpark DeepseekV4ForCausalLMNextN DeepseekVL2ForCausalLM '
+            'DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM EmbeddingGemmaModel '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmImageForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmMoeDsaForCausalLMNextN GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InklingForConditionalGeneration InklingForConditionalGenerationMTP InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'KimiK25ForConditionalGeneration KimiK3ForConditionalGeneration KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel '
+            'Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration '
+            'LightOnOCRForConditionalGeneration Llama4ForCausalLM Llama4ForConditionalGeneration '
+            'LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle LlamaForCausalLMEagle3 '
+            'LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN MellumForCausalLM MiDashengLMModel MiMoForCausalLM MiMoMTP '
+            'MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP '
+            'MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM MiniMaxM3SparseForCausalLM '
+            'MiniMaxM3SparseForConditionalGeneration Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration SDARForCausalLM SDARMoeForCausalLM '
+            'Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM SolarForCausalLM '
+            'StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'UnlimitedOCRForCausalLM VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
+            ],
+            'kv_pool': [
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
+                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': 2.0,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.18': {
+        'wheel': 'sglang-0.5.18-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': 'e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf',
+        'server_args_form': 'repr',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'each_rank_alone',
+            'hicache_draft_host_pool': True,
+            'hicache_mamba': True,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_spec_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'never',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BertForSequenceClassification BertModel '
+            'CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever DFlashDraftModel '
+            'DFlashLagunaForCausalLM DSparkDraftModel DbrxForCausalLM DeciLMForCausalLM '
+            'DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM DeepseekV32ForCausalLM '
+            'DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM '
+            'DeepseekV4ForCausalLMDSpark DeepseekV4ForCausalLMNextN DeepseekVL2ForCausalLM '
+            'DotsOCRForCausalLM DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM EmbeddingGemmaModel '
+            'Ernie4_5_ForCausalLM Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP '
+            'Ernie4_5_VLMoeForConditionalGeneration Exaone4ForCausalLM ExaoneForCausalLM '
+            'ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP FalconH1ForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmImageForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmMoeDsaForCausalLMNextN GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InklingForConditionalGeneration InklingForConditionalGenerationMTP InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2MobiusForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration '
+            'KimiK3ForConditionalGeneration KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel Lfm2ForCausalLM '
+            'Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LightOnOCRForConditionalGeneration '
+            'Llama4ForCausalLM Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM '
+            'LlamaForCausalLMEagle LlamaForCausalLMEagle3 LlamaForClassification '
+            'LlamaForSequenceClassification LlamaForSequenceClassificationWithNormal_Weights '
+            'LlavaForConditionalGeneration LlavaLlamaForCausalLM LlavaMistralForCausalLM '
+            'LlavaQwenForCausalLM LlavaVidForCausalLM LocateAnythingForConditionalGeneration '
+            'LongcatFlashForCausalLM LongcatFlashForCausalLMNextN MellumForCausalLM MiDashengLMModel '
+            'MiMoForCausalLM MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM '
+            'MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO MiniCPMV '
+            'MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM MiniMaxM3SparseForCausalLM '
+            'MiniMaxM3SparseForConditionalGeneration Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'MuseGlimmerAssistantModel MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration SDARForCausalLM SDARMoeForCausalLM '
+            'Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM SolarForCausalLM '
+            'StableLmForCausalLM Starcoder2ForCausalLM Step3VLForConditionalGeneration '
+            'Step3p5ForCausalLM Step3p5MTP Step3p7ForConditionalGeneration '
+            'StepVLForConditionalGeneration TeleFLMForCausalLM TorchNativeLlamaForCausalLM '
+            'TorchNativePhi3ForCausalLM TransformersEmbeddingModel TransformersForCausalLM '
+            'TransformersForSequenceClassification TransformersMoEEmbeddingModel '
+            'TransformersMoEForCausalLM TransformersMoEForSequenceClassification '
+            'TransformersMultiModalEmbeddingModel TransformersMultiModalForCausalLM '
+            'TransformersMultiModalForSequenceClassification TransformersMultiModalMoEEmbeddingModel '
+            'TransformersMultiModalMoEForCausalLM TransformersMultiModalMoEForSequenceClassification '
+            'UnlimitedOCRForCausalLM VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                (
+                    'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, p'
+                    'acked MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total'
+                    '_layers={total_layers:d}.'
+                ),
+                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
+            ],
+            'hicache_mamba_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache (layout={layout}).',
+            ],
+            'kv_pool': [
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
+                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': None,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.19': {
+        'wheel': 'sglang-0.5.19-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '425e87377e725d03db8262382008f3fd9561a6cf5d82f485f8b9929f02ffe12b',
+        'server_args_form': 'dict',
+        'rules': {
+            'cuda_graph_max_bs_split': False,
+            'flashinfer_allreduce_fusion_backend': False,
+            'hicache_auto_size': False,
+            'hicache_budget': 'per_rank_share',
+            'hicache_draft_host_pool': True,
+            'hicache_mamba': True,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_spec_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': False,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'with_flag',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM '
+            'BertForSequenceClassification BertModel CLIPModel ChatGLMModel Cohere2ForCausalLM '
+            'Cohere2MoeForCausalLM Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever '
+            'DFlash2DraftModel DFlashDraftModel DFlashLagunaForCausalLM DSparkDraftModel '
+            'DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM '
+            'DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMDSpark '
+            'DeepseekV4ForCausalLMNextN DeepseekVL2ForCausalLM Dots3NoteForCausalLM '
+            'Dots3NoteForCausalLMNextN DotsOCRForCausalLM DotsVLMForCausalLM '
+            'Eagle3DeepseekV2ForCausalLM EmbeddingGemmaModel Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'FalconH1ForCausalLM GPT2LMHeadModel GPTBigCodeForCausalLM GPTJForCausalLM '
+            'Gemma2ForCausalLM Gemma2ForSequenceClassification Gemma3ForCausalLM '
+            'Gemma3ForConditionalGeneration Gemma3nForCausalLM Gemma3nForConditionalGeneration '
+            'Gemma4AssistantForCausalLM Gemma4ForCausalLM Gemma4ForConditionalGeneration '
+            'Gemma4UnifiedAssistantForCausalLM Gemma4UnifiedForConditionalGeneration GemmaForCausalLM '
+            'Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM '
+            'Glm4MoeLiteForCausalLMNextN Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'GlmAsrForConditionalGeneration GlmImageForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmMoeDsaForCausalLMNextN GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM GraniteMoeSWAForCausalLM '
+            'GraniteMoeSharedForCausalLM GraniteSWAForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'InklingForConditionalGeneration InklingForConditionalGenerationMTP InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2MobiusForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration KimiK25ForConditionalGeneration '
+            'KimiK3ForConditionalGeneration KimiK3LinearForCausalLM KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel '
+            'Lfm2DSparkDraftModel Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration '
+            'LightOnOCRForConditionalGeneration LingDSparkModel Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN MellumForCausalLM MiDashengLMModel MiMoForCausalLM MiMoMTP '
+            'MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM MiMoV2ForCausalLM MiMoV2MTP '
+            'MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM MiniCPMO '
+            'MiniCPMSALAForCausalLM MiniCPMV MiniCPMV4_6ForConditionalGeneration MiniMaxM2ForCausalLM '
+            'MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'MuseGlimmerAssistantModel MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration '
+            'NVILAForConditionalGeneration NVILALiteForConditionalGeneration NemotronHForCausalLM '
+            'NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM NemotronH_Nano_Omni_Reasoning_V3 '
+            'NemotronH_Nano_VL_V2 OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM '
+            'OrionForCausalLM POINTSV15ChatModel PaddleOCRVLForConditionalGeneration '
+            'PersimmonForCausalLM Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM '
+            'PhiMoEForCausalLM PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel '
+            'QuantMixtralForCausalLM Qwen2AudioForConditionalGeneration Qwen2ForCausalLM '
+            'Qwen2ForCausalLMEagle Qwen2ForRewardModel Qwen2ForSequenceClassification '
+            'Qwen2MoeForCausalLM Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration SDARForCausalLM SDARMoeForCausalLM '
+            'Sarashina2VisionForCausalLM SarvamMLAForCausalLM SarvamMoEForCausalLM SolarForCausalLM '
+            'Spark2_5ForCausalLM StableLmForCausalLM Starcoder2ForCausalLM '
+            'Step3VLForConditionalGeneration Step3p5ForCausalLM Step3p5MTP '
+            'Step3p7ForConditionalGeneration StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification UnlimitedOCRForCausalLM '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XverseForCausalLM XverseMoeForCausalLM '
+            'YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'marlin': 80,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                (
+                    'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, p'
+                    'acked MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total'
+                    '_layers={total_layers:d}.'
+                ),
+                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
+            ],
+            'hicache_mamba_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache (layout={layout}).',
+            ],
+            'kv_pool': [
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
+                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': None,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.20': {
+        'wheel': 'sglang-0.5.20-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '1573527042f4f6b4ead838302818595fc77fdc611dbcc2e40cd150fbc8f8513c',
+        'server_args_form': 'dict',
+        'rules': {
+            'cuda_graph_max_bs_split': True,
+            'flashinfer_allreduce_fusion_backend': True,
+            'hicache_auto_size': False,
+            'hicache_budget': 'per_rank_share',
+            'hicache_draft_host_pool': True,
+            'hicache_mamba': True,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_spec_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': True,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'exits',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'with_flag',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM '
+            'BertForSequenceClassification BertModel CLIPModel ChatGLMModel Cohere2ForCausalLM '
+            'Cohere2MoeForCausalLM Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever '
+            'Cosmos3EdgeForConditionalGeneration Cosmos3ForConditionalGeneration DFlash2DraftModel '
+            'DFlashDraftModel DFlashLagunaForCausalLM DSparkDraftModel DbrxForCausalLM '
+            'DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM '
+            'DeepseekV32ForCausalLM DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN '
+            'DeepseekV4ForCausalLM DeepseekV4ForCausalLMDSpark DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM Dots3NoteForCausalLM Dots3NoteForCausalLMNextN DotsOCRForCausalLM '
+            'DotsVLMForCausalLM Eagle3DeepseekV2ForCausalLM EmbeddingGemmaModel Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'FalconH1ForCausalLM FalconMambaForCausalLM GPT2LMHeadModel GPTBigCodeForCausalLM '
+            'GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification Gemma3ForCausalLM '
+            'Gemma3ForConditionalGeneration Gemma3nForCausalLM Gemma3nForConditionalGeneration '
+            'Gemma4AssistantForCausalLM Gemma4ForCausalLM Gemma4ForConditionalGeneration '
+            'Gemma4UnifiedAssistantForCausalLM Gemma4UnifiedForConditionalGeneration GemmaForCausalLM '
+            'Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM '
+            'Glm4MoeLiteForCausalLMNextN Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'Glm5NextForConditionalGeneration Glm5NextForConditionalGenerationNextN '
+            'GlmAsrForConditionalGeneration GlmImageForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmMoeDsaForCausalLMNextN GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM GraniteMoeSWAForCausalLM '
+            'GraniteMoeSharedForCausalLM GraniteSWAForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HYV4ForCausalLM HYV4ForCausalLMNextN '
+            'HrmTextForCausalLM HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM '
+            'IQuestCoderForCausalLM IQuestLoopCoderForCausalLM InklingForConditionalGeneration '
+            'InklingForConditionalGenerationMTP InternLM2ForCausalLM InternLM2ForRewardModel '
+            'InternLM3ForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2MobiusForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'K2HorizonForCausalLM KimiK25ForConditionalGeneration KimiK3ForConditionalGeneration '
+            'KimiK3LinearForCausalLM KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel Lfm2DSparkDraftModel '
+            'Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration '
+            'LightOnOCRForConditionalGeneration LingDSparkModel Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN Mamba2ForCausalLM MambaForCausalLM MellumForCausalLM '
+            'MiDashengLMModel MiMoForCausalLM MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM '
+            'MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM '
+            'MiniCPMO MiniCPMSALAForCausalLM MiniCPMV MiniCPMV4_6ForConditionalGeneration '
+            'MiniMaxM2ForCausalLM MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration '
+            'Ministral3ForCausalLM Mistral3ForConditionalGeneration MistralForCausalLM '
+            'MistralForCausalLMEagle MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle '
+            'MistralModel MixtralForCausalLM MllamaForConditionalGeneration '
+            'MossVLForConditionalGeneration MultiModalityCausalLM MuseGlimmerAssistantModel '
+            'MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NanbeigeForCausalLM NanbeigeForSequenceClassification '
+            'NemotronHForCausalLM NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM '
+            'NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 NemotronH_Omni_Reasoning_V3 '
+            'OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM '
+            'POINTSV15ChatModel PaddleOCRVLForConditionalGeneration PersimmonForCausalLM '
+            'Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration Qwen4ExpForCausalLMMTP Qwen4ExpForConditionalGeneration '
+            'SDARForCausalLM SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM '
+            'SarvamMoEForCausalLM SolarForCausalLM Spark2_5ForCausalLM StableLmForCausalLM '
+            'Starcoder2ForCausalLM Step3VLForConditionalGeneration Step3p5ForCausalLM Step3p5MTP '
+            'Step3p7ForConditionalGeneration StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification UnlimitedOCRForCausalLM '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XllmForCausalLM XverseForCausalLM '
+            'XverseMoeForCausalLM YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_host_pool': [
+                (
+                    'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, p'
+                    'acked MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total'
+                    '_layers={total_layers:d}.'
+                ),
+                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
+            ],
+            'hicache_mamba_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache (layout={layout}).',
+            ],
+            'kv_pool': [
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
+                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': None,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.21': {
+        'wheel': 'sglang-0.5.21-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': '96c029f75dec99baa33a5db3d41b1bebefdd6bcfba3a2f7c807fe1cf49a87c20',
+        'server_args_form': 'dict',
+        'rules': {
+            'cuda_graph_max_bs_split': True,
+            'flashinfer_allreduce_fusion_backend': True,
+            'hicache_auto_size': True,
+            'hicache_budget': 'per_rank_share',
+            'hicache_draft_host_pool': True,
+            'hicache_mamba': True,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_spec_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': True,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'waits_for_node0',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'with_flag',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMM2NativeForConditionalGeneration BailingMMNativeForConditionalGeneration '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM '
+            'BailingMoeV3VLForConditionalGeneration BertForSequenceClassification BertModel CLIPModel '
+            'ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever '
+            'Cosmos3EdgeForConditionalGeneration Cosmos3ForConditionalGeneration DFlash2DraftModel '
+            'DFlashDraftModel DFlashLagunaForCausalLM DSparkDraftModel DbrxForCausalLM '
+            'DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM '
+            'DeepseekV32ForCausalLM DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN '
+            'DeepseekV4ForCausalLM DeepseekV4ForCausalLMDSpark DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DiffusionGemmaForBlockDiffusion Dots3NoteForCausalLM '
+            'Dots3NoteForCausalLMNextN DotsOCRForCausalLM DotsVLMForCausalLM '
+            'Eagle3DeepseekV2ForCausalLM EmbeddingGemmaModel Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'FalconH1ForCausalLM FalconMambaForCausalLM GPT2LMHeadModel GPTBigCodeForCausalLM '
+            'GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification Gemma3ForCausalLM '
+            'Gemma3ForConditionalGeneration Gemma3nForCausalLM Gemma3nForConditionalGeneration '
+            'Gemma4AssistantForCausalLM Gemma4ForCausalLM Gemma4ForConditionalGeneration '
+            'Gemma4UnifiedAssistantForCausalLM Gemma4UnifiedForConditionalGeneration GemmaForCausalLM '
+            'GigaChat35ForCausalLM GigaChat35ForCausalLMNextN Glm4ForCausalLM Glm4MoeForCausalLM '
+            'Glm4MoeForCausalLMNextN Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN '
+            'Glm4vForConditionalGeneration Glm4vMoeForConditionalGeneration '
+            'Glm5NextForConditionalGeneration Glm5NextForConditionalGenerationNextN '
+            'GlmAsrForConditionalGeneration GlmImageForConditionalGeneration GlmMoeDsaForCausalLM '
+            'GlmMoeDsaForCausalLMNextN GlmOcrForConditionalGeneration '
+            'GlmOcrForConditionalGenerationNextN GptOssForCausalLM GraniteForCausalLM '
+            'GraniteMoeForCausalLM GraniteMoeHybridForCausalLM GraniteMoeSWAForCausalLM '
+            'GraniteMoeSharedForCausalLM GraniteSWAForCausalLM Grok1ForCausalLM Grok1ModelForCausalLM '
+            'HYV3ForCausalLM HYV3ForCausalLMNextN HYV4ForCausalLM HYV4ForCausalLMNextN '
+            'HrmTextForCausalLM HunYuanDenseV1ForCausalLM HunYuanMoEV1ForCausalLM '
+            'IQuestCoderForCausalLM IQuestLoopCoderForCausalLM IQuestQ1ForCausalLM IQuestQ1MTP '
+            'InklingForConditionalGeneration InklingForConditionalGenerationMTP InternLM2ForCausalLM '
+            'InternLM2ForRewardModel InternLM3ForCausalLM InternS1ForConditionalGeneration '
+            'InternS1ProForConditionalGeneration InternS2MobiusForConditionalGeneration '
+            'InternS2PreviewForConditionalGeneration InternVLChatModel JetNemotronForCausalLM '
+            'JetVLMForConditionalGeneration K2HorizonForCausalLM KimiK25ForConditionalGeneration '
+            'KimiK3ForConditionalGeneration KimiK3LinearForCausalLM KimiLinearForCausalLM '
+            'KimiVLForConditionalGeneration LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel '
+            'Lfm2DSparkDraftModel Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration '
+            'LiLiCorrDraftModel LightOnOCRForConditionalGeneration LingDSparkModel Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN Mamba2ForCausalLM MambaForCausalLM MellumForCausalLM '
+            'MiDashengLMModel MiMoForCausalLM MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM '
+            'MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM '
+            'MiniCPMO MiniCPMSALAForCausalLM MiniCPMV MiniCPMV4_6ForConditionalGeneration '
+            'MiniMaxM2ForCausalLM MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration '
+            'Ministral3ForCausalLM Mistral3ForConditionalGeneration MistralForCausalLM '
+            'MistralForCausalLMEagle MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle '
+            'MistralModel MixtralForCausalLM MllamaForConditionalGeneration '
+            'MossVLForConditionalGeneration MultiModalityCausalLM MuseGlimmerAssistantModel '
+            'MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NanbeigeForCausalLM NanbeigeForSequenceClassification '
+            'NemotronHForCausalLM NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM '
+            'NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 NemotronH_Omni_Reasoning_V3 '
+            'OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM '
+            'POINTSV15ChatModel PaddleOCRVLForConditionalGeneration PersimmonForCausalLM '
+            'Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration Qwen4ExpForCausalLMMTP Qwen4ExpForConditionalGeneration '
+            'SDARForCausalLM SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM '
+            'SarvamMoEForCausalLM SolarForCausalLM Spark2_5ForCausalLM StableLmForCausalLM '
+            'Starcoder2ForCausalLM Step3VLForConditionalGeneration Step3p5ForCausalLM Step3p5MTP '
+            'Step3p7ForConditionalGeneration StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification UnlimitedOCRForCausalLM '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XllmForCausalLM XverseForCausalLM '
+            'XverseMoeForCausalLM YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_hicache_reserve': [
+                (
+                    'No host memory is left for HiCache after the 10 GiB reserve; set --hicache-ratio or --hica'
+                    'che-size explicitly.'
+                ),
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_auto_size': [
+                (
+                    'HiCache auto-sizing: ratio {requested:.3f} -> {ratio:.3f}; {_1:.1f} GiB host memory per ra'
+                    'nk (fraction {fraction:.2f}, {_2:d} ranks on this host), host pools {_3:.1f} GiB.'
+                ),
+            ],
+            'hicache_host_pool': [
+                (
+                    'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, p'
+                    'acked MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total'
+                    '_layers={total_layers:d}.'
+                ),
+                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
+            ],
+            'hicache_mamba_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache (layout={layout}).',
+            ],
+            'kv_pool': [
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
+                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'nonzero_node_sigterm': [
+                (
+                    'SIGTERM received on node_rank {node_rank}; waiting for the rank-0 ShutdownReq broadcast to'
+                    ' stop the schedulers.'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_host_memory_fraction': 0.8,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': None,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
+    },
+    '0.5.22': {
+        'wheel': 'sglang-0.5.22-cp311-cp311-manylinux_2_34_x86_64.whl',
+        'sha256': 'cc9a0f15bd8f877a0584fdb7a1702240177a1f1cc8d17c978715161717b9037b',
+        'server_args_form': 'dict',
+        'rules': {
+            'cuda_graph_max_bs_split': True,
+            'flashinfer_allreduce_fusion_backend': True,
+            'hicache_auto_size': True,
+            'hicache_budget': 'per_rank_share',
+            'hicache_draft_host_pool': True,
+            'hicache_mamba': True,
+            'hicache_reserve_bytes': 10737418240,
+            'hybrid_mamba_sizing': 'joint_spec_solve',
+            'mamba_full_memory_ratio_default': 0.9,
+            'mamba_radix_cache_strategy': True,
+            'mamba_slots_per_request_base': 3,
+            'multithread_load_default': True,
+            'node_tp_ranks': 'contiguous',
+            'nonzero_node_sigterm': 'waits_for_node0',
+            'nvfp4_sm120': True,
+            'pd_bootstrap_health_path': '/health',
+            'pd_bootstrap_port_default': 8998,
+            'pd_decode_radix_cache': 'with_flag',
+            'spec_max_running_requests_default': 48,
+        },
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMM2NativeForConditionalGeneration BailingMMNativeForConditionalGeneration '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM '
+            'BailingMoeV3VLForConditionalGeneration BertForSequenceClassification BertModel CLIPModel '
+            'ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever '
+            'Cosmos3EdgeForConditionalGeneration Cosmos3ForConditionalGeneration DFlash2DraftModel '
+            'DFlashDraftModel DFlashLagunaForCausalLM DSparkDraftModel DbrxForCausalLM '
+            'DeciLMForCausalLM DeepseekForCausalLM DeepseekOCRForCausalLM DeepseekV2ForCausalLM '
+            'DeepseekV32ForCausalLM DeepseekV3ForCausalLM DeepseekV3ForCausalLMNextN '
+            'DeepseekV4ForCausalLM DeepseekV4ForCausalLMDSpark DeepseekV4ForCausalLMNextN '
+            'DeepseekVL2ForCausalLM DiffusionGemmaForBlockDiffusion Dots3NoteForCausalLM '
+            'Dots3NoteForCausalLMNextN DotsOCRForCausalLM DotsVLMForCausalLM '
+            'Eagle3DeepseekV2ForCausalLM EmbeddingGemma2Model EmbeddingGemmaModel Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'ExaoneMoeForCausalLM FalconH1ForCausalLM FalconMambaForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM GigaChat35ForCausalLM '
+            'GigaChat35ForCausalLMNextN Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN '
+            'Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN Glm4vForConditionalGeneration '
+            'Glm4vMoeForConditionalGeneration Glm5NextForConditionalGeneration '
+            'Glm5NextForConditionalGenerationNextN GlmAsrForConditionalGeneration '
+            'GlmImageForConditionalGeneration GlmMoeDsaForCausalLM GlmMoeDsaForCausalLMNextN '
+            'GlmOcrForConditionalGeneration GlmOcrForConditionalGenerationNextN GptOssForCausalLM '
+            'GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeHybridForCausalLM '
+            'GraniteMoeSWAForCausalLM GraniteMoeSharedForCausalLM GraniteSWAForCausalLM '
+            'Grok1ForCausalLM Grok1ModelForCausalLM HYV3ForCausalLM HYV3ForCausalLMNextN '
+            'HYV4ForCausalLM HYV4ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'IQuestQ1ForCausalLM IQuestQ1MTP InklingForConditionalGeneration '
+            'InklingForConditionalGenerationMTP InternLM2ForCausalLM InternLM2ForRewardModel '
+            'InternLM3ForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2MobiusForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'K2HorizonForCausalLM KimiK25ForConditionalGeneration KimiK3ForConditionalGeneration '
+            'KimiK3LinearForCausalLM KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel Lfm2DSparkDraftModel '
+            'Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LiLiCorrDraftModel '
+            'LightOnOCRForConditionalGeneration LingDSparkModel Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN Mamba2ForCausalLM MambaForCausalLM MellumForCausalLM '
+            'MiDashengLMModel MiMoForCausalLM MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM '
+            'MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM '
+            'MiniCPMO MiniCPMSALAForCausalLM MiniCPMV MiniCPMV4_6ForConditionalGeneration '
+            'MiniMaxM2ForCausalLM MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration '
+            'Ministral3ForCausalLM Mistral3ForConditionalGeneration MistralForCausalLM '
+            'MistralForCausalLMEagle MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle '
+            'MistralModel MixtralForCausalLM MllamaForConditionalGeneration '
+            'MossVLForConditionalGeneration MultiModalityCausalLM MuseGlimmerAssistantModel '
+            'MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NanbeigeForCausalLM NanbeigeForSequenceClassification '
+            'NemotronHForCausalLM NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM '
+            'NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 NemotronH_Omni_Reasoning_V3 '
+            'OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM '
+            'POINTSV15ChatModel PaddleOCRVLForConditionalGeneration PersimmonForCausalLM '
+            'Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration Qwen4ExpForCausalLMMTP Qwen4ExpForConditionalGeneration '
+            'SDARForCausalLM SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM '
+            'SarvamMoEForCausalLM SolarForCausalLM Spark2_5ForCausalLM StableLmForCausalLM '
+            'Starcoder2ForCausalLM Step3VLForConditionalGeneration Step3p5ForCausalLM Step3p5MTP '
+            'Step3p7ForConditionalGeneration StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification UnlimitedOCRForCausalLM '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XllmForCausalLM XverseForCausalLM '
+            'XverseMoeForCausalLM YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
+        'quant_min_capability': {
+            'auto-round': 60,
+            'awq': 75,
+            'awq_marlin': 80,
+            'bitsandbytes': 70,
+            'blockwise_int8': 80,
+            'compressed_tensors': 70,
+            'gptq': 60,
+            'gptq_marlin': 80,
+            'humming': 75,
+            'mlx': 0,
+            'modelopt_fp4': 80,
+            'modelopt_fp8': 89,
+            'modelopt_mixed': 80,
+            'modelslim': 0,
+            'moe_wna16': 70,
+            'mxfp4': 80,
+            'mxfp_w4a8': 0,
+            'nvfp4_online': 100,
+            'petit_nvfp4': 90,
+            'quark': 70,
+            'quark_int4fp8_moe': 70,
+            'w4afp8': 90,
+            'w8a8_fp8': 89,
+            'w8a8_int8': 75,
+        },
+        'texts': {
+            'fatal_child_sigquit': [
+                'Received sigquit from a child process. It usually means the child failed.',
+            ],
+            'fatal_cuda_graph': [
+                'Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}',
+            ],
+            'fatal_hicache_reserve': [
+                (
+                    'No host memory is left for HiCache after the 10 GiB reserve; set --hicache-ratio or --hica'
+                    'che-size explicitly.'
+                ),
+            ],
+            'fatal_host_memory': [
+                (
+                    'Not enough host memory available. Requesting {gb:.2f} GB but only have {free_gb:.2f} GB fr'
+                    'ee. Please reduce the size of the hierarchical cache.'
+                ),
+            ],
+            'fatal_init_failed': [
+                'Initialization failed. Please see the error messages above.',
+            ],
+            'fatal_kv_memory': [
+                'Not enough memory. Please try to increase --mem-fraction-static.',
+            ],
+            'fatal_radix_exclusive': [
+                (
+                    'The arguments enable-hierarchical-cache and disable-radix-cache are mutually exclusive and'
+                    ' cannot be used at the same time. Please use only one of them.'
+                ),
+            ],
+            'fatal_rank_died_init': [
+                (
+                    'Rank {rank} scheduler died during initialization (exit code: {exitcode}). If exit code is '
+                    '-9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check.'
+                ),
+            ],
+            'fatal_scheduler_exception': [
+                'Scheduler hit an exception: {traceback}',
+            ],
+            'fatal_sigquit': [
+                'SIGQUIT received. signum={signum}, frame={frame}. It usually means one child failed.',
+            ],
+            'fatal_warmup': [
+                'Initialization failed. warmup error: {last_traceback}',
+            ],
+            'hicache_auto_size': [
+                (
+                    'HiCache auto-sizing: ratio {requested:.3f} -> {ratio:.3f}; {_1:.1f} GiB host memory per ra'
+                    'nk (fraction {fraction:.2f}, {_2:d} ranks on this host), host pools {_3:.1f} GiB.'
+                ),
+            ],
+            'hicache_host_pool': [
+                (
+                    'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory, p'
+                    'acked MTP KV layers: target_layers={target_layers:d}, draft_layers={draft_layers:d}, total'
+                    '_layers={total_layers:d}.'
+                ),
+                'Allocating {pool} hierarchical KV host pool: {tokens:d} tokens, {gb:.2f} GB host memory.',
+            ],
+            'hicache_mamba_host_pool': [
+                'Allocating {gb:.2f} GB host memory for hierarchical Mamba cache (layout={layout}).',
+            ],
+            'kv_pool': [
+                (
+                    '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_'
+                    'gb:.2f} GB'
+                ),
+                '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_end': [
+                (
+                    'Load weight end. elapsed={elapsed:.2f} s, type={model_type}, {_1}avail mem={after_avail_me'
+                    'mory:.2f} GB, mem usage={mem_gb:.2f} GB.'
+                ),
+            ],
+            'mamba_pool': [
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB intermediate_ssm_state_cache size: {intermediate_ssm_gb:.2f}GB int'
+                    'ermediate_conv_window_cache size: {_3:.2f}GB '
+                ),
+                (
+                    'Mamba Cache is allocated. max_mamba_cache_size: {tokens}, conv_state size: {_1:.2f}GB, ssm'
+                    '_state size: {_2:.2f}GB '
+                ),
+            ],
+            'max_total_num_tokens': [
+                (
+                    'max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, max_prefill_to'
+                    'kens={max_prefill_tokens}, max_running_requests={max_running_requests}, context_len={conte'
+                    'xt_len}, available_gpu_mem={startup_available_gpu_memory_gb:.2f} GB'
+                ),
+            ],
+            'nonzero_node_sigterm': [
+                (
+                    'SIGTERM received on node_rank {node_rank}; waiting for the rank-0 ShutdownReq broadcast to'
+                    ' stop the schedulers.'
+                ),
+            ],
+            'pd_bootstrap_started': [
+                'CommonKVBootstrapServer started successfully on {host}:{port}',
+            ],
+            'ready': [
+                'The server is fired up and ready to roll!',
+            ],
+            'server_args': [
+                'server_args={args}',
+            ],
+        },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_host_memory_fraction': 0.8,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': None,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
     },
     '0.5.23': {
         'wheel': 'sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl',
@@ -347,298 +4383,98 @@ RELEASES = {
             'pd_decode_radix_cache': 'with_flag',
             'spec_max_running_requests_default': 48,
         },
-        'architectures': [
-            'AfmoeForCausalLM',
-            'ApertusForCausalLM',
-            'ArceeForCausalLM',
-            'BaichuanForCausalLM',
-            'BailingMM2NativeForConditionalGeneration',
-            'BailingMMNativeForConditionalGeneration',
-            'BailingMoEForCausalLM',
-            'BailingMoeForCausalLM',
-            'BailingMoeForCausalLMNextN',
-            'BailingMoeV2ForCausalLM',
-            'BailingMoeV2_5ForCausalLM',
-            'BailingMoeV3ForCausalLM',
-            'BailingMoeV3VLForConditionalGeneration',
-            'BeamForCausalLM',
-            'BertForSequenceClassification',
-            'BertModel',
-            'CLIPModel',
-            'ChatGLMModel',
-            'Cohere2ForCausalLM',
-            'Cohere2MoeForCausalLM',
-            'Cohere2VisionForConditionalGeneration',
-            'CohereForCausalLM',
-            'Contriever',
-            'Cosmos3EdgeForConditionalGeneration',
-            'Cosmos3ForConditionalGeneration',
-            'DFlash2BeamDraftModel',
-            'DFlash2DraftModel',
-            'DFlashDraftModel',
-            'DFlashLagunaForCausalLM',
-            'DSparkDraftModel',
-            'DSparkMiniMaxDraftModel',
-            'DbrxForCausalLM',
-            'DeciLMForCausalLM',
-            'DeepseekForCausalLM',
-            'DeepseekOCRForCausalLM',
-            'DeepseekV2ForCausalLM',
-            'DeepseekV32ForCausalLM',
-            'DeepseekV3ForCausalLM',
-            'DeepseekV3ForCausalLMNextN',
-            'DeepseekV4ForCausalLM',
-            'DeepseekV4ForCausalLMDSpark',
-            'DeepseekV4ForCausalLMNextN',
-            'DeepseekVL2ForCausalLM',
-            'DiffusionGemmaForBlockDiffusion',
-            'Dots3NoteForCausalLM',
-            'Dots3NoteForCausalLMNextN',
-            'DotsOCRForCausalLM',
-            'DotsVLMForCausalLM',
-            'Eagle3DeepseekV2ForCausalLM',
-            'EmbeddingGemma2Model',
-            'EmbeddingGemmaModel',
-            'Ernie4_5_ForCausalLM',
-            'Ernie4_5_MoeForCausalLM',
-            'Ernie4_5_MoeForCausalLMMTP',
-            'Ernie4_5_VLMoeForConditionalGeneration',
-            'Exaone4ForCausalLM',
-            'ExaoneForCausalLM',
-            'ExaoneMoEForCausalLM',
-            'ExaoneMoEForCausalLMMTP',
-            'ExaoneMoeForCausalLM',
-            'FalconH1ForCausalLM',
-            'FalconMambaForCausalLM',
-            'GPT2LMHeadModel',
-            'GPTBigCodeForCausalLM',
-            'GPTJForCausalLM',
-            'Gemma2ForCausalLM',
-            'Gemma2ForSequenceClassification',
-            'Gemma3ForCausalLM',
-            'Gemma3ForConditionalGeneration',
-            'Gemma3nForCausalLM',
-            'Gemma3nForConditionalGeneration',
-            'Gemma4AssistantForCausalLM',
-            'Gemma4ForCausalLM',
-            'Gemma4ForConditionalGeneration',
-            'Gemma4UnifiedAssistantForCausalLM',
-            'Gemma4UnifiedForConditionalGeneration',
-            'GemmaForCausalLM',
-            'GigaChat35ForCausalLM',
-            'GigaChat35ForCausalLMNextN',
-            'Glm4ForCausalLM',
-            'Glm4MoeForCausalLM',
-            'Glm4MoeForCausalLMNextN',
-            'Glm4MoeLiteForCausalLM',
-            'Glm4MoeLiteForCausalLMNextN',
-            'Glm4vForConditionalGeneration',
-            'Glm4vMoeForConditionalGeneration',
-            'Glm5NextForConditionalGeneration',
-            'Glm5NextForConditionalGenerationNextN',
-            'GlmAsrForConditionalGeneration',
-            'GlmImageForConditionalGeneration',
-            'GlmMoeDsaForCausalLM',
-            'GlmMoeDsaForCausalLMNextN',
-            'GlmOcrForConditionalGeneration',
-            'GlmOcrForConditionalGenerationNextN',
-            'GptOssForCausalLM',
-            'GraniteForCausalLM',
-            'GraniteMoeForCausalLM',
-            'GraniteMoeHybridForCausalLM',
-            'GraniteMoeSWAForCausalLM',
-            'GraniteMoeSharedForCausalLM',
-            'GraniteSWAForCausalLM',
-            'Grok1ForCausalLM',
-            'Grok1ModelForCausalLM',
-            'HYV3ForCausalLM',
-            'HYV3ForCausalLMNextN',
-            'HYV4ForCausalLM',
-            'HYV4ForCausalLMNextN',
-            'HrmTextForCausalLM',
-            'HunYuanDenseV1ForCausalLM',
-            'HunYuanMoEV1ForCausalLM',
-            'IQuestCoderForCausalLM',
-            'IQuestLoopCoderForCausalLM',
-            'IQuestQ1ForCausalLM',
-            'IQuestQ1MTP',
-            'InklingForConditionalGeneration',
-            'InklingForConditionalGenerationMTP',
-            'InternLM2ForCausalLM',
-            'InternLM2ForRewardModel',
-            'InternLM3ForCausalLM',
-            'InternS1ForConditionalGeneration',
-            'InternS1ProForConditionalGeneration',
-            'InternS2MobiusForConditionalGeneration',
-            'InternS2PreviewForConditionalGeneration',
-            'InternVLChatModel',
-            'JetNemotronForCausalLM',
-            'JetVLMForConditionalGeneration',
-            'K2HorizonForCausalLM',
-            'KimiK25ForConditionalGeneration',
-            'KimiK3ForConditionalGeneration',
-            'KimiK3LinearForCausalLM',
-            'KimiLinearForCausalLM',
-            'KimiVLForConditionalGeneration',
-            'LLaDA2MoeModelLM',
-            'LagunaForCausalLM',
-            'Lfm2BidirectionalModel',
-            'Lfm2DSparkDraftModel',
-            'Lfm2ForCausalLM',
-            'Lfm2MoeForCausalLM',
-            'Lfm2VlForConditionalGeneration',
-            'LiLiCorrDraftModel',
-            'LightOnOCRForConditionalGeneration',
-            'LingDSparkModel',
-            'Llama4ForCausalLM',
-            'Llama4ForConditionalGeneration',
-            'LlamaEmbeddingModel',
-            'LlamaForCausalLM',
-            'LlamaForCausalLMEagle',
-            'LlamaForCausalLMEagle3',
-            'LlamaForClassification',
-            'LlamaForSequenceClassification',
-            'LlamaForSequenceClassificationWithNormal_Weights',
-            'LlavaForConditionalGeneration',
-            'LlavaLlamaForCausalLM',
-            'LlavaMistralForCausalLM',
-            'LlavaQwenForCausalLM',
-            'LlavaVidForCausalLM',
-            'LocateAnythingForConditionalGeneration',
-            'LongcatFlashForCausalLM',
-            'LongcatFlashForCausalLMNextN',
-            'Mamba2ForCausalLM',
-            'MambaForCausalLM',
-            'MellumForCausalLM',
-            'MiDashengLMModel',
-            'MiMoForCausalLM',
-            'MiMoMTP',
-            'MiMoV2ASRForCausalLM',
-            'MiMoV2FlashForCausalLM',
-            'MiMoV2ForCausalLM',
-            'MiMoV2MTP',
-            'MindSporeForCausalLM',
-            'MiniCPM3ForCausalLM',
-            'MiniCPMForCausalLM',
-            'MiniCPMO',
-            'MiniCPMSALAForCausalLM',
-            'MiniCPMV',
-            'MiniCPMV4_6ForConditionalGeneration',
-            'MiniCPMV4_7ForConditionalGeneration',
-            'MiniMaxDFlash2DraftModel',
-            'MiniMaxM2ForCausalLM',
-            'MiniMaxM3SparseForCausalLM',
-            'MiniMaxM3SparseForConditionalGeneration',
-            'Ministral3ForCausalLM',
-            'Mistral3ForConditionalGeneration',
-            'MistralForCausalLM',
-            'MistralForCausalLMEagle',
-            'MistralLarge3ForCausalLM',
-            'MistralLarge3ForCausalLMEagle',
-            'MistralModel',
-            'MixtralForCausalLM',
-            'MllamaForConditionalGeneration',
-            'MossVLForConditionalGeneration',
-            'MultiModalityCausalLM',
-            'MuseGlimmerAssistantModel',
-            'MuseGlimmerForCausalLM',
-            'MuseGlimmerForConditionalGeneration',
-            'MuseSparkForConditionalGeneration',
-            'NVILAForConditionalGeneration',
-            'NVILALiteForConditionalGeneration',
-            'NanbeigeForCausalLM',
-            'NanbeigeForSequenceClassification',
-            'NemotronHForCausalLM',
-            'NemotronHForCausalLMMTP',
-            'NemotronHPuzzleForCausalLM',
-            'NemotronH_Nano_Omni_Reasoning_V3',
-            'NemotronH_Nano_VL_V2',
-            'NemotronH_Omni_Reasoning_V3',
-            'OPTForCausalLM',
-            'Olmo2ForCausalLM',
-            'OlmoForCausalLM',
-            'OlmoeForCausalLM',
-            'OrionForCausalLM',
-            'POINTSV15ChatModel',
-            'PaddleOCRVLForConditionalGeneration',
-            'PersimmonForCausalLM',
-            'Phi3ForCausalLM',
-            'Phi3SmallForCausalLM',
-            'Phi4MMForCausalLM',
-            'PhiForCausalLM',
-            'PhiMoEForCausalLM',
-            'PixtralForConditionalGeneration',
-            'PixtralVisionModel',
-            'QWenLMHeadModel',
-            'QuantMixtralForCausalLM',
-            'Qwen2AudioForConditionalGeneration',
-            'Qwen2ForCausalLM',
-            'Qwen2ForCausalLMEagle',
-            'Qwen2ForRewardModel',
-            'Qwen2ForSequenceClassification',
-            'Qwen2MoeForCausalLM',
-            'Qwen2VLForConditionalGeneration',
-            'Qwen2_5_VLForConditionalGeneration',
-            'Qwen3ASRForConditionalGeneration',
-            'Qwen3DSparkModel',
-            'Qwen3ForCausalLM',
-            'Qwen3ForRewardModel',
-            'Qwen3ForSequenceClassification',
-            'Qwen3Model',
-            'Qwen3MoeForCausalLM',
-            'Qwen3MoeForCausalLMMTP',
-            'Qwen3NextForCausalLM',
-            'Qwen3NextForCausalLMMTP',
-            'Qwen3OmniMoeForConditionalGeneration',
-            'Qwen3VLForConditionalGeneration',
-            'Qwen3VLMoeForConditionalGeneration',
-            'Qwen3_5ForCausalLM',
-            'Qwen3_5ForCausalLMMTP',
-            'Qwen3_5ForConditionalGeneration',
-            'Qwen3_5MoeForCausalLM',
-            'Qwen3_5MoeForConditionalGeneration',
-            'Qwen4ExpForCausalLMMTP',
-            'Qwen4ExpForConditionalGeneration',
-            'SDARForCausalLM',
-            'SDARMoeForCausalLM',
-            'Sarashina2VisionForCausalLM',
-            'SarvamMLAForCausalLM',
-            'SarvamMoEForCausalLM',
-            'SolarForCausalLM',
-            'Spark2_5ForCausalLM',
-            'StableLmForCausalLM',
-            'Starcoder2ForCausalLM',
-            'Step3VLForConditionalGeneration',
-            'Step3p5ForCausalLM',
-            'Step3p5MTP',
-            'Step3p7ForConditionalGeneration',
-            'StepVLForConditionalGeneration',
-            'TeleFLMForCausalLM',
-            'TorchNativeLlamaForCausalLM',
-            'TorchNativePhi3ForCausalLM',
-            'TransformersEmbeddingModel',
-            'TransformersForCausalLM',
-            'TransformersForSequenceClassification',
-            'TransformersMoEEmbeddingModel',
-            'TransformersMoEForCausalLM',
-            'TransformersMoEForSequenceClassification',
-            'TransformersMultiModalEmbeddingModel',
-            'TransformersMultiModalForCausalLM',
-            'TransformersMultiModalForSequenceClassification',
-            'TransformersMultiModalMoEEmbeddingModel',
-            'TransformersMultiModalMoEForCausalLM',
-            'TransformersMultiModalMoEForSequenceClassification',
-            'UnlimitedOCRForCausalLM',
-            'VoxtralForConditionalGeneration',
-            'WhisperForConditionalGeneration',
-            'XLMRobertaForSequenceClassification',
-            'XLMRobertaModel',
-            'XllmForCausalLM',
-            'XverseForCausalLM',
-            'XverseMoeForCausalLM',
-            'YiVLForCausalLM',
-            'ZayaForCausalLM',
-        ],
+        'architectures': (
+            'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
+            'BailingMM2NativeForConditionalGeneration BailingMMNativeForConditionalGeneration '
+            'BailingMoEForCausalLM BailingMoeForCausalLM BailingMoeForCausalLMNextN '
+            'BailingMoeV2ForCausalLM BailingMoeV2_5ForCausalLM BailingMoeV3ForCausalLM '
+            'BailingMoeV3VLForConditionalGeneration BeamForCausalLM BertForSequenceClassification '
+            'BertModel CLIPModel ChatGLMModel Cohere2ForCausalLM Cohere2MoeForCausalLM '
+            'Cohere2VisionForConditionalGeneration CohereForCausalLM Contriever '
+            'Cosmos3EdgeForConditionalGeneration Cosmos3ForConditionalGeneration DFlash2BeamDraftModel '
+            'DFlash2DraftModel DFlashDraftModel DFlashLagunaForCausalLM DSparkDraftModel '
+            'DSparkMiniMaxDraftModel DbrxForCausalLM DeciLMForCausalLM DeepseekForCausalLM '
+            'DeepseekOCRForCausalLM DeepseekV2ForCausalLM DeepseekV32ForCausalLM DeepseekV3ForCausalLM '
+            'DeepseekV3ForCausalLMNextN DeepseekV4ForCausalLM DeepseekV4ForCausalLMDSpark '
+            'DeepseekV4ForCausalLMNextN DeepseekVL2ForCausalLM DiffusionGemmaForBlockDiffusion '
+            'Dots3NoteForCausalLM Dots3NoteForCausalLMNextN DotsOCRForCausalLM DotsVLMForCausalLM '
+            'Eagle3DeepseekV2ForCausalLM EmbeddingGemma2Model EmbeddingGemmaModel Ernie4_5_ForCausalLM '
+            'Ernie4_5_MoeForCausalLM Ernie4_5_MoeForCausalLMMTP Ernie4_5_VLMoeForConditionalGeneration '
+            'Exaone4ForCausalLM ExaoneForCausalLM ExaoneMoEForCausalLM ExaoneMoEForCausalLMMTP '
+            'ExaoneMoeForCausalLM FalconH1ForCausalLM FalconMambaForCausalLM GPT2LMHeadModel '
+            'GPTBigCodeForCausalLM GPTJForCausalLM Gemma2ForCausalLM Gemma2ForSequenceClassification '
+            'Gemma3ForCausalLM Gemma3ForConditionalGeneration Gemma3nForCausalLM '
+            'Gemma3nForConditionalGeneration Gemma4AssistantForCausalLM Gemma4ForCausalLM '
+            'Gemma4ForConditionalGeneration Gemma4UnifiedAssistantForCausalLM '
+            'Gemma4UnifiedForConditionalGeneration GemmaForCausalLM GigaChat35ForCausalLM '
+            'GigaChat35ForCausalLMNextN Glm4ForCausalLM Glm4MoeForCausalLM Glm4MoeForCausalLMNextN '
+            'Glm4MoeLiteForCausalLM Glm4MoeLiteForCausalLMNextN Glm4vForConditionalGeneration '
+            'Glm4vMoeForConditionalGeneration Glm5NextForConditionalGeneration '
+            'Glm5NextForConditionalGenerationNextN GlmAsrForConditionalGeneration '
+            'GlmImageForConditionalGeneration GlmMoeDsaForCausalLM GlmMoeDsaForCausalLMNextN '
+            'GlmOcrForConditionalGeneration GlmOcrForConditionalGenerationNextN GptOssForCausalLM '
+            'GraniteForCausalLM GraniteMoeForCausalLM GraniteMoeHybridForCausalLM '
+            'GraniteMoeSWAForCausalLM GraniteMoeSharedForCausalLM GraniteSWAForCausalLM '
+            'Grok1ForCausalLM Grok1ModelForCausalLM HYV3ForCausalLM HYV3ForCausalLMNextN '
+            'HYV4ForCausalLM HYV4ForCausalLMNextN HrmTextForCausalLM HunYuanDenseV1ForCausalLM '
+            'HunYuanMoEV1ForCausalLM IQuestCoderForCausalLM IQuestLoopCoderForCausalLM '
+            'IQuestQ1ForCausalLM IQuestQ1MTP InklingForConditionalGeneration '
+            'InklingForConditionalGenerationMTP InternLM2ForCausalLM InternLM2ForRewardModel '
+            'InternLM3ForCausalLM InternS1ForConditionalGeneration InternS1ProForConditionalGeneration '
+            'InternS2MobiusForConditionalGeneration InternS2PreviewForConditionalGeneration '
+            'InternVLChatModel JetNemotronForCausalLM JetVLMForConditionalGeneration '
+            'K2HorizonForCausalLM KimiK25ForConditionalGeneration KimiK3ForConditionalGeneration '
+            'KimiK3LinearForCausalLM KimiLinearForCausalLM KimiVLForConditionalGeneration '
+            'LLaDA2MoeModelLM LagunaForCausalLM Lfm2BidirectionalModel Lfm2DSparkDraftModel '
+            'Lfm2ForCausalLM Lfm2MoeForCausalLM Lfm2VlForConditionalGeneration LiLiCorrDraftModel '
+            'LightOnOCRForConditionalGeneration LingDSparkModel Llama4ForCausalLM '
+            'Llama4ForConditionalGeneration LlamaEmbeddingModel LlamaForCausalLM LlamaForCausalLMEagle '
+            'LlamaForCausalLMEagle3 LlamaForClassification LlamaForSequenceClassification '
+            'LlamaForSequenceClassificationWithNormal_Weights LlavaForConditionalGeneration '
+            'LlavaLlamaForCausalLM LlavaMistralForCausalLM LlavaQwenForCausalLM LlavaVidForCausalLM '
+            'LocateAnythingForConditionalGeneration LongcatFlashForCausalLM '
+            'LongcatFlashForCausalLMNextN Mamba2ForCausalLM MambaForCausalLM MellumForCausalLM '
+            'MiDashengLMModel MiMoForCausalLM MiMoMTP MiMoV2ASRForCausalLM MiMoV2FlashForCausalLM '
+            'MiMoV2ForCausalLM MiMoV2MTP MindSporeForCausalLM MiniCPM3ForCausalLM MiniCPMForCausalLM '
+            'MiniCPMO MiniCPMSALAForCausalLM MiniCPMV MiniCPMV4_6ForConditionalGeneration '
+            'MiniCPMV4_7ForConditionalGeneration MiniMaxDFlash2DraftModel MiniMaxM2ForCausalLM '
+            'MiniMaxM3SparseForCausalLM MiniMaxM3SparseForConditionalGeneration Ministral3ForCausalLM '
+            'Mistral3ForConditionalGeneration MistralForCausalLM MistralForCausalLMEagle '
+            'MistralLarge3ForCausalLM MistralLarge3ForCausalLMEagle MistralModel MixtralForCausalLM '
+            'MllamaForConditionalGeneration MossVLForConditionalGeneration MultiModalityCausalLM '
+            'MuseGlimmerAssistantModel MuseGlimmerForCausalLM MuseGlimmerForConditionalGeneration '
+            'MuseSparkForConditionalGeneration NVILAForConditionalGeneration '
+            'NVILALiteForConditionalGeneration NanbeigeForCausalLM NanbeigeForSequenceClassification '
+            'NemotronHForCausalLM NemotronHForCausalLMMTP NemotronHPuzzleForCausalLM '
+            'NemotronH_Nano_Omni_Reasoning_V3 NemotronH_Nano_VL_V2 NemotronH_Omni_Reasoning_V3 '
+            'OPTForCausalLM Olmo2ForCausalLM OlmoForCausalLM OlmoeForCausalLM OrionForCausalLM '
+            'POINTSV15ChatModel PaddleOCRVLForConditionalGeneration PersimmonForCausalLM '
+            'Phi3ForCausalLM Phi3SmallForCausalLM Phi4MMForCausalLM PhiForCausalLM PhiMoEForCausalLM '
+            'PixtralForConditionalGeneration PixtralVisionModel QWenLMHeadModel QuantMixtralForCausalLM '
+            'Qwen2AudioForConditionalGeneration Qwen2ForCausalLM Qwen2ForCausalLMEagle '
+            'Qwen2ForRewardModel Qwen2ForSequenceClassification Qwen2MoeForCausalLM '
+            'Qwen2VLForConditionalGeneration Qwen2_5_VLForConditionalGeneration '
+            'Qwen3ASRForConditionalGeneration Qwen3DSparkModel Qwen3ForCausalLM Qwen3ForRewardModel '
+            'Qwen3ForSequenceClassification Qwen3Model Qwen3MoeForCausalLM Qwen3MoeForCausalLMMTP '
+            'Qwen3NextForCausalLM Qwen3NextForCausalLMMTP Qwen3OmniMoeForConditionalGeneration '
+            'Qwen3VLForConditionalGeneration Qwen3VLMoeForConditionalGeneration Qwen3_5ForCausalLM '
+            'Qwen3_5ForCausalLMMTP Qwen3_5ForConditionalGeneration Qwen3_5MoeForCausalLM '
+            'Qwen3_5MoeForConditionalGeneration Qwen4ExpForCausalLMMTP Qwen4ExpForConditionalGeneration '
+            'SDARForCausalLM SDARMoeForCausalLM Sarashina2VisionForCausalLM SarvamMLAForCausalLM '
+            'SarvamMoEForCausalLM SolarForCausalLM Spark2_5ForCausalLM StableLmForCausalLM '
+            'Starcoder2ForCausalLM Step3VLForConditionalGeneration Step3p5ForCausalLM Step3p5MTP '
+            'Step3p7ForConditionalGeneration StepVLForConditionalGeneration TeleFLMForCausalLM '
+            'TorchNativeLlamaForCausalLM TorchNativePhi3ForCausalLM TransformersEmbeddingModel '
+            'TransformersForCausalLM TransformersForSequenceClassification '
+            'TransformersMoEEmbeddingModel TransformersMoEForCausalLM '
+            'TransformersMoEForSequenceClassification TransformersMultiModalEmbeddingModel '
+            'TransformersMultiModalForCausalLM TransformersMultiModalForSequenceClassification '
+            'TransformersMultiModalMoEEmbeddingModel TransformersMultiModalMoEForCausalLM '
+            'TransformersMultiModalMoEForSequenceClassification UnlimitedOCRForCausalLM '
+            'VoxtralForConditionalGeneration WhisperForConditionalGeneration '
+            'XLMRobertaForSequenceClassification XLMRobertaModel XllmForCausalLM XverseForCausalLM '
+            'XverseMoeForCausalLM YiVLForCausalLM ZayaForCausalLM '
+        ).split(),
         'quant_min_capability': {
             'auto-round': 60,
             'awq': 75,
@@ -779,5 +4615,64 @@ RELEASES = {
                 'server_args={args}',
             ],
         },
+        'defaults': {
+            'attention_backend': None,
+            'chunked_prefill_size': None,
+            'context_length': None,
+            'disable_radix_cache': False,
+            'dp_size': 1,
+            'enable_hierarchical_cache': False,
+            'enable_metrics': False,
+            'hicache_host_memory_fraction': 0.8,
+            'hicache_io_backend': 'kernel',
+            'hicache_mem_layout': 'page_first',
+            'hicache_ratio': None,
+            'hicache_size': 0,
+            'hicache_write_policy': 'write_through',
+            'host': '127.0.0.1',
+            'kv_cache_dtype': 'auto',
+            'max_running_requests': None,
+            'max_total_tokens': None,
+            'mem_fraction_static': None,
+            'nnodes': 1,
+            'page_size': None,
+            'port': 30000,
+            'pp_size': 1,
+            'speculative_algorithm': None,
+            'speculative_eagle_topk': None,
+            'speculative_num_draft_tokens': None,
+            'speculative_num_steps': None,
+            'tp_size': 1,
+        },
     },
 }
+
+
+def _vkey(version):
+    return tuple(int(x) if x.isdigit() else 0 for x in (version or "").replace("+", ".").replace("-", ".").split("."))
+
+
+def release_for_defaults(release=None):
+    """(table release, note) whose defaults stand for ``release``: its own table; a release without one: the
+    newest older table's (the oldest's when it is older than every table); not given: the newest table's."""
+    known = sorted(RELEASES, key=_vkey)
+    if not release:
+        return known[-1], "release not given: SGLang %s's defaults" % known[-1]
+    if release in RELEASES:
+        return release, "SGLang %s's defaults (from its wheel)" % release
+    older = [r for r in known if _vkey(r) <= _vkey(release)]
+    chosen = older[-1] if older else known[0]
+    return chosen, "SGLang %s has no release table: %s's defaults" % (release, chosen)
+
+
+def server_defaults(release=None):
+    """SGLang's own defaults for ``release`` (ServerArgs' declared defaults, taken from the wheel): tp_size,
+    enable_hierarchical_cache, hicache_ratio, hicache_write_policy, hicache_io_backend, mem_fraction_static,
+    page_size, attention_backend, the speculative settings ... None where SGLang computes the value at start-up
+    (mem_fraction_static; hicache_ratio from 0.5.18). A copy: the caller may change it."""
+    return dict(RELEASES[release_for_defaults(release)[0]]["defaults"])
+
+
+def server_default(name, release=None):
+    """One of server_defaults(release); KeyError for a field the table does not hold."""
+    return RELEASES[release_for_defaults(release)[0]]["defaults"][name]

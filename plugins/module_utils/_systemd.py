@@ -13,6 +13,8 @@ import re
 import shlex
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import server_default
+
 SHOW_PROPERTIES = (
     "Id", "LoadState", "ActiveState", "SubState", "MainPID", "InvocationID", "NRestarts", "Result",
     "ExecStart", "Job", "ExecMainCode", "ExecMainStatus", "Restart", "RestartUSec", "NeedDaemonReload",
@@ -116,10 +118,11 @@ def exec_start_facts(argv):
 
 def scheduler_count(facts):
     """How many scheduler processes (each prints its own HiCache line) SGLang 0.5.9 starts for this command
-    line: tp x pp, times dp when data parallelism runs whole replicas (no --enable-dp-attention)."""
-    tp = facts.get("tp") or 1
-    pp = facts.get("pp") or 1
-    dp = facts.get("dp") or 1
+    line: tp x pp, times dp when data parallelism runs whole replicas (no --enable-dp-attention). A size the
+    command line does not give is SGLang's default (the release table's, taken from the wheel)."""
+    tp = facts.get("tp") or server_default("tp_size")
+    pp = facts.get("pp") or server_default("pp_size")
+    dp = facts.get("dp") or server_default("dp_size")
     count = tp * pp
     if dp > 1 and not facts.get("dp_attention"):
         count *= dp
@@ -132,10 +135,10 @@ def node_tp_ranks(facts, rule="contiguous"):
     ``tp_size_per_node * (node_rank % nnodes_per_tp_group)`` onwards, ``tp_size // nnodes_per_tp_group`` of them).
     None on one node, with pipeline parallelism (the ranks then carry PP tags: counted, not named), or when the
     release's rule is another (unknown) one."""
-    nnodes = facts.get("nnodes") or 1
-    if nnodes <= 1 or rule != "contiguous" or (facts.get("pp") or 1) > 1:
+    nnodes = facts.get("nnodes") or server_default("nnodes")
+    if nnodes <= 1 or rule != "contiguous" or (facts.get("pp") or server_default("pp_size")) > 1:
         return None
-    tp = facts.get("tp") or 1
+    tp = facts.get("tp") or server_default("tp_size")
     node_rank = facts.get("node_rank") or 0
     nnodes_per_tp_group = nnodes          # pp 1: nnodes_per_pp_rank = nnodes // pp_size
     per_node = max(tp // nnodes_per_tp_group, 1)
@@ -145,7 +148,7 @@ def node_tp_ranks(facts, rule="contiguous"):
 
 def node_scheduler_count(facts):
     """The schedulers one node runs: scheduler_count over the nodes (each prints its own lines)."""
-    return max(1, scheduler_count(facts) // (facts.get("nnodes") or 1))
+    return max(1, scheduler_count(facts) // (facts.get("nnodes") or server_default("nnodes")))
 
 
 _TIMESPAN_UNITS = {

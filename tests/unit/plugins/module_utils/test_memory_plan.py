@@ -235,7 +235,9 @@ DRAFT = {"attention": "mla", "kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_l
     (None, "each_rank_alone", False, "0.5.9", "release not given"),
     ("0.5.9", "each_rank_alone", False, "0.5.9", "SGLang 0.5.9's rules"),
     ("0.5.23", "per_rank_share", True, "0.5.23", "SGLang 0.5.23's rules"),
-    ("0.5.15", "each_rank_alone", False, "0.5.9", "no release table: 0.5.9's rules"),
+    ("0.5.15", "each_rank_alone", False, "0.5.15", "SGLang 0.5.15's rules"),
+    ("0.5.19", "per_rank_share", True, "0.5.19", "SGLang 0.5.19's rules"),
+    ("0.5.15.post2", "each_rank_alone", False, "0.5.15.post1", "no release table: 0.5.15.post1's rules"),
     ("0.6.0", "per_rank_share", True, "0.5.23", "no release table: 0.5.23's rules"),
 ])
 def test_the_rules_of_each_release(release, budget, draft, source, note):

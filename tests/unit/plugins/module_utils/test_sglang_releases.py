@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_logs as logs
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _sglang_releases as release_tables
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 
 from conftest import load_file
@@ -95,6 +96,81 @@ def test_the_table_is_what_the_fixtures_give_and_each_template_is_what_its_code_
                 assert module.template_of_code(hit["code"]) == hit["template"]
 
 
+# every release from 0.5.9 to 0.5.23 on PyPI (pip index versions sglang, 2026-12-06; none yanked)
+PYPI_RELEASES = ["0.5.9", "0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1",
+                 "0.5.14", "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21",
+                 "0.5.22", "0.5.23"]
+
+
+def test_every_release_from_0_5_9_to_0_5_23_has_its_own_table_from_its_wheel():
+    """Issue 40: 0.5.10 .. 0.5.22 were read with their neighbours' tables (the script stopped on them)."""
+    assert sorted(RELEASES, key=logs._vkey) == PYPI_RELEASES
+    fixtures = gen().fixtures()
+    for release in PYPI_RELEASES:
+        assert re.match(r"^sglang-%s-(py3-none-any|cp311-cp311-manylinux_2_34_x86_64)\.whl$" % re.escape(release),
+                        fixtures[release]["wheel"])
+
+
+@pytest.mark.parametrize("release,budget,sizing,draft_pool", [
+    ("0.5.9", "each_rank_alone", "ratio_split", False),
+    ("0.5.12.post1", "each_rank_alone", "ratio_split", False),
+    ("0.5.13", "each_rank_alone", "joint_solve", False),
+    ("0.5.16", "each_rank_alone", "joint_solve", False),
+    ("0.5.17", "each_rank_alone", "joint_spec_solve", False),
+    ("0.5.18", "each_rank_alone", "joint_spec_solve", True),
+    ("0.5.19", "per_rank_share", "joint_spec_solve", True),
+    ("0.5.23", "per_rank_share", "joint_spec_solve", True),
+])
+def test_the_rules_the_script_stopped_on_are_read_from_each_wheel(release, budget, sizing, draft_pool):
+    rules = RELEASES[release]["rules"]
+    assert (rules["hicache_budget"], rules["hybrid_mamba_sizing"]) == (budget, sizing)
+    assert rules["hicache_draft_host_pool"] is draft_pool
+    assert rules["hicache_reserve_bytes"] == 10 << 30 and rules["mamba_full_memory_ratio_default"] == 0.9
+
+
+def test_every_release_names_the_values_the_collection_reads():
+    """0.5.17+ passes the host pool's label as ``pool_label`` and 0.5.19-0.5.21 log ``server_args.resolved_dict()``:
+    both were anonymous fields (the stand-in printed no label, the server_args line no arguments)."""
+    for release, table in RELEASES.items():
+        texts = table["texts"]
+        assert all("{tokens" in t and ("{gb:" in t or "{k_gb:" in t) for t in texts["kv_pool"]), release
+        assert all("{gb:" in t for t in texts["hicache_host_pool"]), release
+        assert all("{pool}" in t and "{tokens:d}" in t for t in texts["hicache_host_pool"] if "KV host pool" in t)
+        assert texts["server_args"] == ["server_args={args}"], release
+        assert all("{mem_gb:" in t for t in texts["load_weight_end"]), release
+    assert [RELEASES[r]["server_args_form"] for r in ("0.5.18", "0.5.19", "0.5.21", "0.5.22")] == \
+        ["repr", "dict", "dict", "dict"]
+
+
+def test_the_rule_detectors_read_each_form_sglang_wrote():
+    module = gen()
+    # 0.5.9: ten_gb; 0.5.11+: the module constant; 0.5.19+: divided by the ranks on the host
+    assert module._hicache_budget("x = 1\navailable = host_mem.available - ten_gb\n") == ("each_rank_alone", 2)
+    assert module._hicache_budget("available_bytes = host_mem.available - HICACHE_HOST_MEMORY_RESERVE_BYTES\n")[0] == \
+        "each_rank_alone"
+    assert module._hicache_budget("b = (avail - R) // ranks_per_host()\n")[0] == "per_rank_share"
+    assert module._hicache_budget("available = host_mem.total\n") == (None, None)
+    assert module._hybrid_mamba_sizing("s = int(mamba_budget_bytes // (per_req * (1 + D / ratio)))\n")[0] == "joint_solve"
+    assert module._hybrid_mamba_sizing("s = int((mamba_budget_bytes - per_req * (1 + D)) // x)\n")[0] == \
+        "joint_spec_solve"
+    assert module._hybrid_mamba_sizing("mamba_state_intermediate_size = 0\n")[0] == "ratio_split"
+
+
+def test_server_fields_reads_the_three_ways_sglang_declares_a_default():
+    module = gen()
+    source = ("@dataclass\nclass ServerArgs:\n    tp_size: int = 1\n    mem_fraction_static: Optional[float] = None\n"
+              "    hicache_ratio: A[float, 'help'] = 2.0\n"
+              "    mamba_full_memory_ratio: A[Optional[float], Arg(help='x', resolvable=True, fallback=0.9)] = None\n"
+              "    ids: List[int] = field(default_factory=list)\n"
+              "class Other:\n    tp_size: int = 8\n")
+    fields = module.server_fields(source, ("ServerArgs",))
+    assert fields["tp_size"] == {"value": 1, "line": 3} and fields["mem_fraction_static"]["value"] is None
+    assert fields["hicache_ratio"]["value"] == 2.0
+    assert fields["mamba_full_memory_ratio"] == {"value": None, "fallback": 0.9, "line": 6}
+    assert "expr" in fields["ids"] and "value" not in fields["ids"]
+    assert module._field_default(source, "mamba_full_memory_ratio") == (0.9, 6)
+
+
 def test_a_table_that_disagrees_with_its_fixture_is_found(tmp_path):
     module = gen()
     fixtures = copy.deepcopy(module.fixtures())
@@ -127,7 +203,103 @@ def test_the_generator_reads_fstrings_percent_formats_asserts_and_assigned_messa
     assert found[0][2] == "{n} is allocated. #tokens: {tokens}"
 
 
+# ---- SGLang's defaults (issue 39: one table, from each wheel) -------------------------------------------------
+
+
+def test_server_defaults_are_each_release_s_serverargs():
+    for release in PYPI_RELEASES:
+        defaults = release_tables.server_defaults(release)
+        assert defaults["tp_size"] == 1 and defaults["pp_size"] == 1 and defaults["dp_size"] == 1
+        assert defaults["enable_hierarchical_cache"] is False and defaults["disable_radix_cache"] is False
+        assert defaults["mem_fraction_static"] is None      # computed at start-up from the GPU's memory
+        assert defaults["hicache_write_policy"] == "write_through" and defaults["hicache_io_backend"] == "kernel"
+        assert defaults["speculative_algorithm"] is None and defaults["port"] == 30000
+    # the ratio: 2.0 as declared up to 0.5.17; from 0.5.18 None (chosen at start-up, auto-sized from 0.5.21)
+    assert release_tables.server_default("hicache_ratio", "0.5.17") == 2.0
+    assert release_tables.server_default("hicache_ratio", "0.5.18") is None
+    assert release_tables.server_default("hicache_mem_layout", "0.5.13") == "layer_first"
+    assert release_tables.server_default("hicache_mem_layout", "0.5.14") == "page_first"
+    assert "hicache_host_memory_fraction" not in release_tables.server_defaults("0.5.20")
+    assert release_tables.server_default("hicache_host_memory_fraction", "0.5.21") == 0.8
+    # each value is what the fixture recorded from the wheel, with its file:line
+    fixture = gen().fixtures()["0.5.17"]["defaults"]["tp_size"]
+    assert fixture["value"] == 1 and re.match(r"^sglang/srt/server_args\.py:\d+$", fixture["source"])
+
+
+def test_server_defaults_of_a_release_without_a_table_or_none():
+    assert release_tables.release_for_defaults("0.5.17") == ("0.5.17", "SGLang 0.5.17's defaults (from its wheel)")
+    assert release_tables.release_for_defaults("0.5.17.post2")[0] == "0.5.17"
+    assert release_tables.release_for_defaults("0.5.1")[0] == "0.5.9"
+    assert release_tables.release_for_defaults("0.6.0")[0] == "0.5.23"
+    assert release_tables.release_for_defaults(None)[0] == "0.5.23" and release_tables.release_for_defaults("")[0] == "0.5.23"
+    copy_ = release_tables.server_defaults("0.5.9")
+    copy_["tp_size"] = 8
+    assert release_tables.server_default("tp_size", "0.5.9") == 1
+    with pytest.raises(KeyError):
+        release_tables.server_default("no_such_field")
+
+
+def test_the_consumers_read_the_table_for_what_the_command_line_does_not_say(monkeypatch):
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _systemd
+    from ansible_collections.gpuserve.sglang.plugins.filter import sglang_nodes
+    facts = _systemd.exec_start_facts(["python", "-m", "sglang.launch_server", "--model-path", "/m"])
+    assert _systemd.scheduler_count(facts) == 1 and _systemd.node_scheduler_count(facts) == 1
+    assert sglang_nodes.sglang_node_fingerprint({"sglang_release": "0.5.17"}, "p", {})["tp"] == "1"
+    # the value comes from the table, not a literal: a table saying 2 makes both say 2
+    for release in RELEASES:
+        monkeypatch.setitem(RELEASES[release]["defaults"], "tp_size", 2)
+    assert _systemd.scheduler_count(facts) == 2
+    assert sglang_nodes.sglang_node_fingerprint({"sglang_release": "0.5.17"}, "p", {})["tp"] == "2"
+
+
+def test_0_5_13_to_0_5_16_hybrid_state_is_the_joint_solve_without_the_padding_slot():
+    """0.5.13's handle_max_mamba_cache: slots = budget // (per_req (1 + D / ratio)), the scratch for
+    min(running, slots // ratio) requests, no padding slot (0.5.17 added it)."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
+    per_req, rest = 50 << 20, 40.0
+    options = {"speculative_num_draft_tokens": 4, "max_running_requests": 64}
+    rules, _note = mp.release_rules("0.5.13")
+    left, facts = mp.hybrid_state(rules, rest, per_req, options)
+    budget = rest * 0.9 / 1.9 * mp.GIB
+    slots = int(budget // (per_req * (1 + 4 / 3.0)))
+    assert facts["sizing"] == "joint_solve" and facts["state_slots"] == slots
+    assert facts["spec_intermediate_bytes"] == per_req * min(64, slots // 3) * 4
+    assert abs(left - (rest - (per_req * min(64, slots // 3) * 4 + slots * per_req) / float(mp.GIB))) < 1e-9
+    assert "0.5.13" in facts["not_modelled"]
+    _left, padded = mp.hybrid_state(mp.release_rules("0.5.17")[0], rest, per_req, options)
+    assert padded["state_slots"] == int((budget - per_req * 5) // (per_req * (1 + 4 / 3.0)))
+    _left, plain = mp.hybrid_state(rules, rest, per_req, {})
+    assert plain["state_slots"] == int(budget // per_req) and plain["state_pool_bytes"] == plain["state_slots"] * per_req
+
+
 # ---- reading a release ------------------------------------------------------------------------------------------
+# SGLang 0.5.17's own lines on a lent H200 (2026-12-06, TP 1, --hicache-ratio 2 --max-total-tokens 131072), copied
+# unedited from ../shared/reference/real-sglang-0.5.17-h200/serverA.log
+REAL_0_5_17 = [
+    "[2026-12-06 03:53:51] KV Cache is allocated. dtype: torch.bfloat16, #tokens: 131072, K size: 0.13 GB, V size: "
+    "0.13 GB",
+    "[2026-12-06 03:54:58] Allocating kv hierarchical KV host pool: 262145 tokens, 0.54 GB host memory.",
+    "[2026-12-06 03:55:28] The server is fired up and ready to roll!",
+]
+
+
+def test_the_real_0_5_17_host_pool_line_is_read_with_0_5_17_s_table_alone():
+    texts = logs.texts_for("0.5.17")
+    assert texts.info["tables"] == ["0.5.17"] and "note" not in texts.info
+    watch = logs.LogWatch(texts=texts)
+    for line in REAL_0_5_17:
+        watch.feed(line)
+    summary = watch.hicache_summary(1, ratio=2.0)
+    assert summary["ranks_missing"] == [] and summary["host_pool_tokens_per_rank"] == 262145
+    assert summary["host_pool_gb_per_rank"] == 0.54 and watch.hicache_unread == []
+    assert watch.kv_summary()["tokens_per_rank"] == 131072 and watch.ready_line
+    # 0.5.9's table does not know the line (what "read with 0.5.9's alone" meant)
+    old = logs.LogWatch(texts=logs.texts_for("0.5.9"))
+    for line in REAL_0_5_17:
+        old.feed(line)
+    assert old.hicache == {} and "262145 tokens" in old.hicache_unread[0]
+
+
 def test_0523_lines_verify_hicache_on_every_rank_with_the_size_check_and_the_draft_pool_apart():
     watch = feed(logs.LogWatch(texts=logs.texts_for("0.5.23")), startup("0.5.23"))
     summary = watch.hicache_summary(8, ratio=4.0)
@@ -160,9 +332,11 @@ def test_0_5_9_lines_still_verify_with_their_own_table_and_with_every_table():
 @pytest.mark.parametrize("release,tables,note", [
     ("0.5.23", ["0.5.23"], None),
     ("0.5.9", ["0.5.9"], None),
-    ("0.5.15", ["0.5.9", "0.5.23"], "has no release table of its own"),
+    ("0.5.15", ["0.5.15"], None),
+    ("0.5.17", ["0.5.17"], None),
+    ("0.5.16.post1", ["0.5.16", "0.5.17"], "has no release table of its own"),
     ("0.6.1", ["0.5.23"], "newer than the newest release table (0.5.23)"),
-    (None, ["0.5.9", "0.5.23"], "not known"),
+    (None, PYPI_RELEASES, "not known"),
 ])
 def test_which_table_reads_which_release(release, tables, note):
     info = logs.texts_for(release, "test").info
