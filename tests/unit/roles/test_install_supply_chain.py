@@ -108,7 +108,7 @@ def test_other_version_without_a_lock_is_refused_with_the_way_out(preflight):
     assert rc != 0
     assert "No hash lock ships for sglang==0.5.8" in out
     # the shipped releases are named (read from files/locks/, not typed)
-    assert "this role ships locks for sglang 0.5.23, 0.5.9, the supported releases" in " ".join(out.split())
+    assert "this role ships locks for sglang 0.5.17, 0.5.23, 0.5.9, the supported releases" in " ".join(out.split())
     assert "sglang_pip_lock" in out and "sglang_pip_require_hashes: false" in out
 
 
