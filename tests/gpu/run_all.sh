@@ -17,7 +17,7 @@ python3 -c 'import ansible, sys; print("ansible-core", ansible.__version__ if ha
 OUTDIR="${OUT:-/tmp/gpu-out}"; mkdir -p "$OUTDIR"
 rc=0
 for check in tests/gpu/*.sh; do
-  case "$(basename "$check")" in run_all.sh | fetch-wheels.sh | lib.sh | real_server.sh) continue ;; esac
+  case "$(basename "$check")" in run_all.sh | fetch-wheels.sh | real_server.sh | lib.sh) continue ;; esac
   name="$(basename "$check" .sh)"
   echo; echo "######## $name ($(date -u +%FT%TZ))"
   start=$SECONDS

@@ -64,3 +64,14 @@ def test_info_playbook_reads_the_gpus_first():
     assert play[0]["name"] == "a check" and play[0]["hosts"] == "localhost"
     assert [t["name"] for t in play[0]["tasks"]] == ["Read the GPUs", "Print"]
     assert "gpuserve.sglang.nvidia_gpu_info" in play[0]["tasks"][0] and play[0]["tasks"][0]["register"] == "info"
+
+
+def test_the_real_server_lane_is_left_to_its_own_call_and_runs_every_stage():
+    # run_all.sh carries no SGLang: the real-server lane needs .gpu-carry (tests/gpu/real_server/build-carry.sh)
+    with open(os.path.join(ROOT, "tests", "gpu", "run_all.sh")) as handle:
+        assert "real_server.sh | lib.sh) continue" in handle.read()
+    with open(os.path.join(ROOT, "tests", "gpu", "real_server.sh")) as handle:
+        lane = handle.read()
+    stages = [line.split()[3].rstrip(";") for line in lane.splitlines() if line.startswith("if ! done_stage ")]
+    assert stages == ["setup", "plan", "deploy", "again", "ratio3", "fatal", "verify"]
+    assert "gpuserve.sglang.server" in lane and "nsenter -t" in lane and "unshare --pid --fork --mount --cgroup" in lane
