@@ -118,12 +118,15 @@ def summary_fragment(rows=None):
     """The release_summary fragment: one paragraph (RST) naming the tested matrix and the full notes."""
     rows = rows if rows is not None else controllers()
     dev_core, ansible = dev_controller()
+    releases = sglang_releases()
     text = ("Release %s. Tested matrix (docs/releases/%s.md has it in full): ansible-core ``%s`` (%s; the "
-            "development controller %s with ansible %s runs every test); SGLang %s; gateways %s; hosts: Debian 12 and "
-            "Debian 13 in molecule, Ubuntu 24.04 on the GPU validation machines (docs/validation.md)." % (
+            "development controller %s with ansible %s runs every test); SGLang releases with a hash lock %s, and the "
+            "texts of %d releases %s to %s; gateways %s; hosts: Debian 12 and Debian 13 in molecule, Ubuntu 24.04 on "
+            "the GPU validation machines (docs/validation.md)." % (
                 version(), version(), requires_ansible(),
                 ", ".join("%s on Python %s" % (core, python) for core, _spec, python in rows), dev_core, ansible,
-                ", ".join("%s (lock: CPython %s)" % (r[0], " ".join(r[4]) or "none") for r in sglang_releases()),
+                ", ".join("%s (CPython %s)" % (r[0], ", ".join(r[4])) for r in releases if r[4]) or "none",
+                len(releases), releases[0][0], releases[-1][0],
                 ", ".join("%s %s" % (g, v) for g, v, _p in gateways())))
     return yaml.safe_dump({"release_summary": text}, width=1000, sort_keys=False)
 
