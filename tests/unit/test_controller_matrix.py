@@ -139,3 +139,15 @@ def test_pypi_is_asked_when_the_kept_answer_is_old_and_the_kept_one_serves_offli
     assert len(calls) == 1
     with pytest.raises(RuntimeError, match="no answer is kept"):
         acv.pypi_releases(str(tmp_path / "empty"), 0, offline)
+
+
+def test_every_role_states_the_declared_lower_bound():
+    # meta/runtime.yml's requires_ansible lower bound is the oldest core tested; a role that claims an older one
+    # (2.17 after the range moved to 2.19) promises what nothing tests
+    import glob
+    import yaml
+    with open(os.path.join(ROOT, "meta", "runtime.yml")) as handle:
+        lower = re.match(r">=(\d+\.\d+)", yaml.safe_load(handle)["requires_ansible"]).group(1)
+    for meta in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "main.yml"))):
+        with open(meta) as handle:
+            assert str(yaml.safe_load(handle)["galaxy_info"]["min_ansible_version"]) == lower, meta
