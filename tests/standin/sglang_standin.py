@@ -60,6 +60,8 @@ STANDIN_DIST_TIMEOUT (default 600)     --nnodes > 1: seconds node 0 waits for th
                                        they for node 0 (docs/standin.md, "One server over several hosts").
 STANDIN_KV_TIMEOUT (default 30)        PD: seconds a prefill keeps a request's KV for a decode server (then 500), and a
                                        decode server's long poll for it (docs/standin.md, "Prefill/decode (PD)").
+STANDIN_KV_TRANSFER_SECONDS (0.2)      PD: how long a room's KV hand-off takes; the prefill holds the request in its
+                                       inflight queue meanwhile (sglang:num_prefill_inflight_queue_reqs).
 SGLANG_LOG_MS (SGLang's own variable)  ``1``: stamps with milliseconds ``[%Y-%m-%d %H:%M:%S.mmm ...]``.
 Also ``--log-level warning`` (info lines not printed), ``--enable-dp-attention --dp-size N`` and ``--ep-size N``
 (rank tags ``DPd TPt EPe`` as SGLang's scheduler prints them; none with --tp 1).
@@ -77,7 +79,10 @@ STANDIN_ANSWER_SHIFT (default 0) shifts every answer by that many words: a wrong
 correctness gate's tests); requests beyond --max-running-requests wait in a queue. /metrics (with --enable-metrics,
 else 404) in Prometheus' text format with SGLang 0.5.9's names and labels (sglang:num_running_reqs,
 sglang:num_queue_reqs, sglang:token_usage, sglang:gen_throughput, sglang:spec_accept_length (STANDIN_SPEC_ACCEPT_LENGTH
-with a speculative algorithm, else 0), sglang:prompt_tokens_total, sglang:generation_tokens_total,
+with a speculative algorithm, else 0), the disaggregation queues (sglang:num_prefill_bootstrap_queue_reqs, before
+0.5.12 sglang:num_prefill_prealloc_queue_reqs, sglang:num_prefill_inflight_queue_reqs,
+sglang:num_decode_prealloc_queue_reqs, sglang:num_decode_transfer_queue_reqs), sglang:prompt_tokens_total,
+sglang:generation_tokens_total,
 sglang:num_requests_total, ...). With --api-key every path but /health* and /metrics* needs
 ``Authorization: Bearer <key>`` (401 ``{"error": "Unauthorized"}``), as SGLang's middleware. While draining,
 new requests are still accepted (as SGLang); the final SIGKILL closes the port and cuts every request still in
@@ -383,11 +388,14 @@ def server_args_line(args):
 
 
 class Traffic(object):
-    """Requests in flight, the queue and the counters behind /metrics (SGLang 0.5.9's metric names)."""
+    """Requests in flight, the queue and the counters behind /metrics (SGLang 0.5.9's metric names). A request of
+    a prefill or decode server leaves the running batch while it waits in one of SGLang's disaggregation queues
+    (PD_QUEUES: ``hold``), as the real scheduler keeps it there, and is counted there, not as running."""
 
     def __init__(self):
         self.cond = threading.Condition()
         self.running = {}          # rid -> tokens held (prompt + generated so far)
+        self.held = {}             # rid -> (PD queue, tokens): out of the running batch, in a disaggregation queue
         self.queued = 0
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
@@ -417,9 +425,23 @@ class Traffic(object):
             while self.recent and self.recent[0][0] < cut:
                 self.recent.pop(0)
 
+    def hold(self, rid, queue):
+        """A PD request moves from the running batch into SGLang's disaggregation queue ``queue`` (a PD_QUEUES
+        key), or back into the running batch (queue None)."""
+        with self.cond:
+            tokens = self.held.pop(rid, (None, None))[1]
+            if tokens is None:
+                tokens = self.running.pop(rid, 0)
+            if queue is None:
+                self.running[rid] = tokens
+            else:
+                self.held[rid] = (queue, tokens)
+            self.cond.notify_all()
+
     def finish(self, rid, prompt_tokens, completion_tokens, aborted=False):
         with self.cond:
             self.running.pop(rid, None)
+            self.held.pop(rid, None)
             if aborted:
                 self.aborted_total += 1
             else:
@@ -432,11 +454,36 @@ class Traffic(object):
         with self.cond:
             now = time.time()
             recent = sum(n for t, n in self.recent if t >= now - 2.0)
-            return {"running": len(self.running), "queued": self.queued, "used": sum(self.running.values()),
-                    "rids": sorted(self.running), "gen_throughput": recent / 2.0,
-                    "prompt_tokens_total": self.prompt_tokens_total,
-                    "generation_tokens_total": self.generation_tokens_total,
-                    "requests_total": self.requests_total, "aborted_total": self.aborted_total}
+            pd = dict((queue, 0) for queue in PD_QUEUES)
+            for queue, _tokens in self.held.values():
+                pd[queue] += 1
+            return dict(pd, running=len(self.running), queued=self.queued,
+                        used=sum(self.running.values()) + sum(t for _q, t in self.held.values()),
+                        rids=sorted(set(self.running) | set(self.held)), gen_throughput=recent / 2.0,
+                        prompt_tokens_total=self.prompt_tokens_total,
+                        generation_tokens_total=self.generation_tokens_total,
+                        requests_total=self.requests_total, aborted_total=self.aborted_total)
+
+
+# SGLang's disaggregation queues (observability/metrics_collector.py, 0.5.23; metrics/collector.py, 0.5.9; the
+# prefill's first queue's gauge is "prealloc" before 0.5.12): the gauge of each and its help text. A prefill holds a request
+# in its bootstrap queue until a decode server asked for its KV (the handshake) and in its inflight queue while the
+# decode server pulls the KV; a decode server holds it in its transfer queue until the KV came.
+PD_QUEUES = {
+    "bootstrap": ("num_prefill_bootstrap_queue_reqs", "The number of requests in the prefill bootstrap queue."),
+    "inflight": ("num_prefill_inflight_queue_reqs", "The number of requests in the prefill inflight queue."),
+    "prealloc": ("num_decode_prealloc_queue_reqs", "The number of requests in the decode prealloc queue."),
+    "transfer": ("num_decode_transfer_queue_reqs", "The number of requests in the decode transfer queue."),
+}
+
+
+def pd_metric(queue):
+    """The gauge's name in this release: before 0.5.12 (0.5.9, 0.5.10, 0.5.11 wheels) the bootstrap queue's gauge
+    is called prealloc."""
+    name = PD_QUEUES[queue][0]
+    if queue == "bootstrap" and tuple(int(p) for p in RELEASE.split(".")[:3] if p.isdigit()) < (0, 5, 12):
+        name = "num_prefill_prealloc_queue_reqs"
+    return "sglang:" + name
 
 
 TRAFFIC = Traffic()
@@ -500,6 +547,11 @@ def metrics_text():
         lines.append("# HELP %s %s" % (base, help_text))
         lines.append("# TYPE %s %s" % (base, kind))
         lines.append("%s{%s} %s" % (metric, tok if kind == "counter" else sched, float(values[key])))
+    for queue, (_name, help_text) in PD_QUEUES.items():
+        # SGLang exports the four gauges in every mode (0 outside PD)
+        lines.append("# HELP %s %s" % (pd_metric(queue), help_text))
+        lines.append("# TYPE %s gauge" % pd_metric(queue))
+        lines.append("%s{%s} %s" % (pd_metric(queue), sched, float(values[queue])))
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -519,6 +571,11 @@ def kv_timeout():
     return env_float("STANDIN_KV_TIMEOUT", 30)
 
 
+def kv_transfer_seconds():
+    """How long the hand-off of a room's KV takes (the prefill holds it in its inflight queue meanwhile)."""
+    return env_float("STANDIN_KV_TRANSFER_SECONDS", 0.2)
+
+
 class KVRooms(object):
     """A prefill's rooms (bootstrap_room -> state), the stand-in's KV hand-off: ``prefilling`` (the request arrived),
     ``ready`` (its prefill is done, the KV waits for a decode server), ``fetched`` (a decode server took it) or
@@ -528,6 +585,21 @@ class KVRooms(object):
     def __init__(self):
         self.cond = threading.Condition()
         self.rooms = {}            # room -> [state, since]
+        self.asked = {}            # room -> when a decode server asked for its KV (the handshake)
+
+    def give_up(self, room):
+        """The prefill's side when no decode server asked in time: the room failed. False."""
+        with self.cond:
+            self._set(room, "failed")
+            return False
+
+    def wait_asked(self, room, timeout):
+        """The prefill's bootstrap queue: True once a decode server asked for the room's KV, False after timeout."""
+        with self.cond:
+            deadline = time.time() + timeout
+            while room not in self.asked and time.time() < deadline:
+                self.cond.wait(min(0.5, max(0.01, deadline - time.time())))
+            return room in self.asked
 
     def open(self, room):
         with self.cond:
@@ -548,8 +620,9 @@ class KVRooms(object):
         with self.cond:
             self._set(room, "ready")
             deadline = time.time() + timeout
-            while self.rooms.get(room, [None])[0] == "ready" and time.time() < deadline:
+            while self.rooms.get(room, [None])[0] in ("ready", "transferring") and time.time() < deadline:
                 self.cond.wait(min(0.5, max(0.01, deadline - time.time())))
+            self.asked.pop(room, None)
             if self.rooms.get(room, [None])[0] == "fetched":
                 del self.rooms[room]
                 return True
@@ -560,14 +633,25 @@ class KVRooms(object):
         """The bootstrap server's side of a decode server's long poll: ``fetched`` once the room is ready (the hand-off),
         ``failed`` if its prefill gave up, ``timeout`` when it never became ready within ``timeout`` seconds."""
         with self.cond:
-            deadline = time.time() + timeout
+            now = time.time()
+            for old in [r for r, since in self.asked.items() if since < now - 2 * kv_timeout()]:
+                del self.asked[old]
+            self.asked[room] = now
+            self.cond.notify_all()
+            deadline = now + timeout
             while self.rooms.get(room, [None])[0] in (None, "prefilling") and time.time() < deadline:
                 self.cond.wait(min(0.5, max(0.01, deadline - time.time())))
             state = self.rooms.get(room, [None])[0]
-            if state == "ready":
-                self._set(room, "fetched")
-                return "fetched"
-            return "failed" if state in ("failed", "fetched") else "timeout"
+            if state != "ready":
+                return "failed" if state in ("failed", "fetched", "transferring") else "timeout"
+            self._set(room, "transferring")
+        # the transfer itself: the prefill keeps the request in its inflight queue until the room is fetched
+        time.sleep(kv_transfer_seconds())
+        with self.cond:
+            if self.rooms.get(room, [None])[0] != "transferring":
+                return "failed"
+            self._set(room, "fetched")
+            return "fetched"
 
 
 KV_ROOMS = KVRooms()
@@ -901,15 +985,26 @@ class Handler(BaseHTTPRequestHandler):
         return (str(host), port, room)
 
     def _pd_handoff(self, rid, handoff, delay):
-        """The stand-in's KV hand-off of an admitted request (counted in num_running_reqs and by the drain all along).
+        """The stand-in's KV hand-off of an admitted request, held in SGLang's disaggregation queues as the real
+        scheduler holds it (TRAFFIC.hold: the bootstrap and inflight queues of a prefill, the transfer queue of a
+        decode server; /metrics counts it there, not as running).
         A prefill: its forward (one token's time), the room's KV ready, then it waits for a decode server to fetch it
         (STANDIN_KV_TIMEOUT at most: then 500 with SGLang's ``Prefill transfer failed ...``). A decode: it fetches the
         room's KV from the prefill's bootstrap server, else 500 with SGLang's ``Decode handshake/transfer failed ...``
         naming the stand-in's reason. True when the request goes on to its tokens."""
         host, port, room = handoff
         if ARGS.disaggregation_mode == "prefill":
-            time.sleep(delay)
-            if KV_ROOMS.ready_and_wait(room, kv_timeout()):
+            # SGLang's prefill: the bootstrap queue until a decode server asked for the KV, the running batch for
+            # its forward, then the inflight queue until the decode server pulled the KV
+            TRAFFIC.hold(rid, "bootstrap")
+            asked = KV_ROOMS.wait_asked(room, kv_timeout())
+            TRAFFIC.hold(rid, None)
+            if asked:
+                time.sleep(delay)
+                TRAFFIC.hold(rid, "inflight")
+            fetched = KV_ROOMS.ready_and_wait(room, kv_timeout()) if asked else KV_ROOMS.give_up(room)
+            TRAFFIC.hold(rid, None)
+            if fetched:
                 return True
             message = ("Prefill transfer failed for request rank=0 req.rid=%r req.bootstrap_room=%d with exception "
                        "[stand-in] no decode server fetched the KV of room %d within %gs"
@@ -917,7 +1012,10 @@ class Handler(BaseHTTPRequestHandler):
             emit(message, 0, sys.stderr)
             self._error(500, message, "InternalServerError")
             return False
+        # SGLang's decode server: the transfer queue until the KV came, then the running batch
+        TRAFFIC.hold(rid, "transfer")
         failure = fetch_kv(host, port, room)
+        TRAFFIC.hold(rid, None)
         if failure is None:
             return True
         phase, reason = failure

@@ -22,6 +22,7 @@ from conftest import STANDIN, free_port, http_call, until
 
 BOUND = 60      # hang guards only: every wait below polls a condition
 RUNNING = 'sglang:num_running_reqs{engine_type="%s",model_name="kimi",moe_ep_rank="0",pp_rank="0",tp_rank="0"}'
+GAUGE = 'sglang:%s{engine_type="%s",model_name="kimi",moe_ep_rank="0",pp_rank="0",tp_rank="0"}'
 
 
 def releases():
@@ -60,13 +61,19 @@ class Server(object):
     def call(self, method, path, body=None, timeout=BOUND, port=None):
         return http_call(method, "http://127.0.0.1:%d%s" % (port or self.port, path), body, timeout=timeout)
 
-    def running(self, kind):
+    def running(self, kind, gauge="num_running_reqs"):
         code, text = self.call("GET", "/metrics")
         assert code == 200
         for line in text.splitlines():
-            if line.startswith(RUNNING % kind + " "):
+            if line.startswith(GAUGE % (gauge, kind) + " "):
                 return float(line.rsplit(" ", 1)[1])
-        raise AssertionError("no %s in %s" % (RUNNING % kind, text))
+        raise AssertionError("no %s in %s" % (GAUGE % (gauge, kind), text))
+
+    def held(self, kind):
+        """{gauge: value} of SGLang's disaggregation queues and the running batch."""
+        return dict((g, self.running(kind, g)) for g in (
+            "num_running_reqs", "num_prefill_bootstrap_queue_reqs", "num_prefill_inflight_queue_reqs",
+            "num_decode_prealloc_queue_reqs", "num_decode_transfer_queue_reqs"))
 
     def stop(self):
         if self.proc.poll() is None:
@@ -170,9 +177,10 @@ def test_the_prefill_keeps_the_request_in_flight_until_a_decode_took_its_kv(pair
     p, d = pair
     req = body(p.bootstrap)
     to_prefill = Call(p, "/v1/completions", req)
-    assert until(lambda: p.running("prefill") == 1)               # prefilled, its KV waits for a decode server
+    # SGLang's bootstrap queue: no decode server asked for its KV yet (not running)
+    assert until(lambda: p.running("prefill", "num_prefill_bootstrap_queue_reqs") == 1)
     answered_before_the_decode = to_prefill.done.is_set()
-    assert p.running("prefill") == 1
+    assert p.running("prefill", "num_prefill_bootstrap_queue_reqs") == 1 and p.running("prefill") == 0
     dcode, dtext = d.call("POST", "/v1/completions", req)         # the decode takes the KV
     assert dcode == 200 and json.loads(dtext)["usage"]["completion_tokens"] == 5
     assert to_prefill.get()[0] == 200
@@ -296,7 +304,7 @@ def test_the_drain_counts_a_prefill_request_that_waits_for_its_decode():
         d = decode()
         req = body(p.bootstrap)
         to_prefill = Call(p, "/v1/completions", req)
-        assert until(lambda: p.running("prefill") == 1)
+        assert until(lambda: p.running("prefill", "num_prefill_bootstrap_queue_reqs") == 1)
         p.proc.send_signal(signal.SIGTERM)
         assert until(lambda: any("Gracefully exiting... Remaining number of requests 1." in line for line in p.lines))
         assert not to_prefill.done.is_set()
@@ -308,6 +316,34 @@ def test_the_drain_counts_a_prefill_request_that_waits_for_its_decode():
         p.stop()
         if d is not None:
             d.stop()
+
+
+def test_the_pd_queues_hold_the_request_as_sglangs_do():
+    """Issue 41: a prefill holds a request in its inflight queue while the decode server pulls its KV, the decode
+    server in its transfer queue; neither counts it as running then (SGLang's gauges, the 0.5.23 names; 0.5.9 calls
+    the bootstrap queue prealloc). A drain that reads running + waiting only would call this prefill idle."""
+    p, d = prefill(STANDIN_KV_TRANSFER_SECONDS="3"), None
+    try:
+        d = decode()
+        req = body(p.bootstrap)
+        to_prefill, to_decode = Call(p, "/v1/completions", req), Call(d, "/v1/completions", req)
+        assert until(lambda: p.held("prefill")["num_prefill_inflight_queue_reqs"] == 1)
+        assert p.held("prefill") == {"num_running_reqs": 0, "num_prefill_bootstrap_queue_reqs": 0,
+                                     "num_prefill_inflight_queue_reqs": 1, "num_decode_prealloc_queue_reqs": 0,
+                                     "num_decode_transfer_queue_reqs": 0}
+        assert d.held("decode")["num_decode_transfer_queue_reqs"] == 1 and d.held("decode")["num_running_reqs"] == 0
+        assert to_prefill.get()[0] == 200 and to_decode.get()[0] == 200
+        assert until(lambda: set(p.held("prefill").values()) == {0} and set(d.held("decode").values()) == {0})
+    finally:
+        p.stop()
+        if d is not None:
+            d.stop()
+    old = prefill(release="0.5.9")
+    try:
+        text = old.call("GET", "/metrics")[1]
+        assert "sglang:num_prefill_prealloc_queue_reqs{" in text and "bootstrap_queue" not in text
+    finally:
+        old.stop()
 
 
 def test_mode_null_is_unchanged():
