@@ -38,6 +38,20 @@ GB = 1000 ** 3
 # SGLang keeps this much host memory free when it sizes the HiCache pool ("preserve at least 10GB").
 HICACHE_RESERVE_BYTES = 10 * GIB
 
+# The collection's planning assumptions, named here once: the values a plan made before the start takes for the
+# settings SGLang computes at start-up (None among its declared defaults in the release table, taken from each
+# wheel: _sglang_releases.server_defaults). They are the collection's, not SGLang's: SGLang derives
+# mem_fraction_static from the GPU's memory and the model, page_size from the attention backend, and from 0.5.18 the
+# HiCache ratio (2.0, then its auto-sizing) when neither --hicache-ratio nor --hicache-size is given. 0.88 is the
+# reference deployment's --mem-fraction-static (docs/memory-planning.md), 2.0 SGLang's declared ratio up to 0.5.17.
+# The server role's flags (filter gpuserve.sglang.sglang_defaults, planning=true), the preflight role's defaults and
+# this module's options read them from here.
+PLANNING_ASSUMPTIONS = {
+    "mem_fraction_static": 0.88,
+    "page_size": 1,
+    "hicache_ratio": 2.0,
+}
+
 DTYPE_BYTES = {
     "bf16": 2,
     "bfloat16": 2,
@@ -486,7 +500,8 @@ def _checked(name, value, minimum=None, integer=False, allow_none=False, maximum
 
 
 def make_plan(tp, mem_fraction_static, geometry, total_gib, weights_gib, mem_available_bytes=None,
-              hicache=True, ratio=2.0, size_gb=0, kv_dtype="auto", page_size=1, name=None, release=None,
+              hicache=True, ratio=PLANNING_ASSUMPTIONS["hicache_ratio"], size_gb=0, kv_dtype="auto",
+              page_size=PLANNING_ASSUMPTIONS["page_size"], name=None, release=None,
               draft_geometry=None, hybrid=None):
     """One plan: a dict of numbers, ``fits``, ``problems`` and a one-paragraph ``summary``.
 

@@ -33,15 +33,23 @@ options:
     type: int
     required: true
   mem_fraction_static:
-    description: SGLang's C(--mem-fraction-static).
+    description:
+      - SGLang's C(--mem-fraction-static). SGLang computes it at start-up when the flag is not given; the server
+        role's C(sglang_plan_inputs) then carry the collection's planning assumption 0.88 (the reference
+        deployment's value; docs/memory-planning.md).
     type: float
     required: true
   hicache:
-    description: Whether C(--enable-hierarchical-cache) is on.
+    description:
+      - Whether C(--enable-hierarchical-cache) is on. The default is the collection's (a plan of the host pool);
+        SGLang's own default is off (filter gpuserve.sglang.sglang_default).
     type: bool
     default: true
   ratio:
-    description: C(--hicache-ratio), host pool / device pool; must be > 1. Ignored when O(size_gb) > 0.
+    description:
+      - C(--hicache-ratio), host pool / device pool; must be > 1. Ignored when O(size_gb) > 0.
+      - The default is the collection's planning assumption, SGLang's declared default up to 0.5.17; from 0.5.18
+        SGLang computes the ratio at start-up when neither C(--hicache-ratio) nor C(--hicache-size) is given.
     type: float
     default: 2.0
   size_gb:
@@ -49,7 +57,10 @@ options:
     type: int
     default: 0
   page_size:
-    description: SGLang's C(--page-size) (1 unless set); pools are aligned to it.
+    description:
+      - SGLang's C(--page-size); pools are aligned to it.
+      - The default is the collection's planning assumption; SGLang computes the page size at start-up when the
+        flag is not given (by the attention backend).
     type: int
     default: 1
   kv_dtype:
@@ -464,9 +475,9 @@ def main():
             tp=dict(type="int", required=True),
             mem_fraction_static=dict(type="float", required=True),
             hicache=dict(type="bool", default=True),
-            ratio=dict(type="float", default=2.0),
+            ratio=dict(type="float", default=mp.PLANNING_ASSUMPTIONS["hicache_ratio"]),
             size_gb=dict(type="int", default=0),
-            page_size=dict(type="int", default=1),
+            page_size=dict(type="int", default=mp.PLANNING_ASSUMPTIONS["page_size"]),
             kv_dtype=dict(type="str", default="auto", choices=list(mp.KV_DTYPES)),
             model_path=dict(type="path"),
             geometry=dict(type="dict", options=geometry_spec),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import yaml
 
-from conftest import ROOT, run_play
+from conftest import ROOT, run_play, run_play_batch
 
 ROLE = os.path.join(ROOT, "roles", "server")
 
@@ -74,6 +75,42 @@ def test_custom_profile_aliases_and_defaults(tmp_path):
     assert inputs == {"tp": 2, "mem_fraction_static": 0.88, "hicache": True, "ratio": 2.0, "size_gb": 30,
                       "page_size": 64, "kv_dtype": "fp8_e4m3", "model_path": "/m", "draft_model_path": "",
                       "hybrid": NO_HYBRID}
+
+
+BATCH_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: Flags only
+      ansible.builtin.include_role:
+        name: gpuserve.sglang.server
+        tasks_from: flags
+    - name: Say the plan inputs
+      ansible.builtin.debug:
+        msg: "PLAN={{ sglang_plan_inputs | to_json }}"
+"""
+
+
+def test_a_flag_left_out_takes_sglang_s_default_for_the_release_and_the_planning_assumption_where_sglang_computes_it(
+        tmp_path):
+    """Issue 39 (one table of SGLang's defaults): tp, HiCache, the HiCache size, the KV dtype and the hybrid settings
+    are SGLang's own for the host's release (else sglang_version's, else the newest table's: filter sglang_defaults);
+    mem-fraction-static, page-size and (from 0.5.18) hicache-ratio, which SGLang computes at start-up, the
+    collection's planning assumptions (0.88, 1, 2.0). The same numbers the literals gave for every release."""
+    base = {"sglang_profile": "custom", "sglang_model_path": "/m"}
+    cases = {"host 0.5.9": {"_server_host": {"sglang_release": "0.5.9"}},
+             "host 0.5.17": {"_server_host": {"sglang_release": "0.5.17"}},
+             "host 0.5.23": {"_server_host": {"sglang_release": "0.5.23"}},
+             "no SGLang on the host, sglang_version 0.5.18": {"_server_host": {"sglang_release": ""},
+                                                               "sglang_version": "0.5.18"},
+             "nothing known": {}}
+    results = run_play_batch(tmp_path, BATCH_PLAY, {case: dict(base, **extra) for case, extra in cases.items()})
+    for case, (rc, text) in results.items():
+        assert rc == 0, (case, text[-3000:])
+        inputs = json.loads(re.search(r"^PLAN=(.*)$", text, re.M).group(1))
+        assert inputs == {"tp": 1, "mem_fraction_static": 0.88, "hicache": False, "ratio": 2.0, "size_gb": 0,
+                          "page_size": 1, "kv_dtype": "auto", "model_path": "/m", "draft_model_path": "",
+                          "hybrid": NO_HYBRID}, case
 
 
 def test_unknown_profile_refused_by_the_entry_points_argument_specs(tmp_path):

@@ -117,6 +117,8 @@ def _render_unit(**over):
         "_server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
                                             prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
         "ansible_managed": "Ansible managed",
+        # set by flags.yml before any unit is rendered (HiCache from the flags, else SGLang's default: off)
+        "sglang_plan_inputs": {"hicache": False},
     })
     variables.update(over)
     return env.get_template("sglang.service.j2").render(**variables)

@@ -52,7 +52,7 @@ def _render(**over):
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang",
         "server_cmdline": systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX),
         "_server_cmdline": systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX),
-        "ansible_managed": "Ansible managed", "sglang_api_key": "",
+        "ansible_managed": "Ansible managed", "sglang_api_key": "", "sglang_plan_inputs": {"hicache": False},
     })
     variables.update(over)
     return env.get_template("sglang.service.j2").render(**variables)
