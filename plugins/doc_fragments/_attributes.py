@@ -47,3 +47,13 @@ attributes:
     details:
       - Reports only; there is nothing to diff.
 """
+
+    # With the standard fragment: a module with an action plugin of the same name (part of its work is done on the
+    # controller, e.g. reading what only the controller can see).
+    ACTION_PLUGIN = r"""
+options: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+"""

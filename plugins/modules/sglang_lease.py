@@ -34,6 +34,7 @@ author:
   - gpuserve.sglang maintainers (@gpuserve)
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.action_plugin
 attributes:
   check_mode:
     support: full
@@ -44,8 +45,6 @@ attributes:
   platform:
     details: Linux hosts (flock, tmpfs under /run, CLOCK_BOOTTIME); the holder's liveness is read on Linux controllers (/proc).
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
-    support: full
     details: The action plugin fills in the owner's identity and the run's id on the controller and judges a holder gone there.
 options:
   state:
