@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -289,8 +290,9 @@ def test_lock_generator_merges_reports_per_python(tmp_path):
         "sglang==0.5.9 --hash=sha256:" + "1" * 64,
         'tomli==2.0 ; python_version == "3.10" --hash=sha256:' + "5" * 64,
     ]
-    # the role accepts what the generator writes
-    rc, out = _preflight(tmp_path, sglang_pip_lock=str(tmp_path / "lock.txt"))
+    # the role accepts what the generator writes (with a base Python the lock has wheels for: 3.12, this venv's;
+    # the install preflight refuses a base Python the lock has no wheel set for)
+    rc, out = _preflight(tmp_path, sglang_pip_lock=str(tmp_path / "lock.txt"), sglang_venv_base_python=sys.executable)
     assert rc == 0, out
 
 
