@@ -64,11 +64,14 @@ TTL_MARGIN = 900
 # gone: taken over from a run provably gone from its controller (compare and swap on its id).
 TAKEN = frozenset(("acquired", "expired", "gone", "broken", "free"))
 CONTENDED = frozenset(("expired", "gone", "broken", "held", "held by another"))
+# HOLDS: after this call the run holds the lease (taken, or its own renewed): a role inside a playbook that holds
+# it joins it (install, nccl_tuning, cuda) instead of taking and giving back.
+HOLDS = TAKEN | frozenset(("renewed",))
 
 
 def meaning(result):
-    """{"taken": ..., "contended": ...} of an acquire() or release() result (TAKEN, CONTENDED)."""
-    return {"taken": result in TAKEN, "contended": result in CONTENDED}
+    """{"taken": ..., "contended": ..., "holds": ...} of an acquire() or release() result (TAKEN, CONTENDED, HOLDS)."""
+    return {"taken": result in TAKEN, "contended": result in CONTENDED, "holds": result in HOLDS}
 
 
 def read_boot_id(proc="/proc"):

@@ -144,6 +144,12 @@ taken:
       V(expired), V(gone), V(broken); in check mode V(free)). V(false) when it only renewed the run's own lease.
   returned: always
   type: bool
+holds:
+  description:
+    - Whether the run holds the lease after this call (it took it, or renewed its own; in check mode V(free)). A role
+      inside a playbook that holds it joins it instead of taking it and giving it back.
+  returned: always
+  type: bool
 contended:
   description:
     - Whether another run held the lease when the call came - it still does (V(held), V(held by another)), or it

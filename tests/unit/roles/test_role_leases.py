@@ -19,7 +19,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _lease
 
 ROLES = {"install": "_install", "nccl_tuning": "_nccl_tuning", "cuda": "_cuda"}
 UNIT = "sglang-kimi.service"
-TAKE_WHEN = "sglang_lease is not defined or sglang_lease.result in ['released', 'not held', 'held by another']"
+TAKE_WHEN = "not (sglang_lease.holds | default(false))"
 
 
 def _tasks(role, name):

@@ -257,7 +257,8 @@ def test_the_owner_keeps_the_controller_pid_and_names_it(tmp_path):
 def test_each_result_says_whether_the_run_took_the_lease_and_whether_another_held_it(result, taken, contended):
     """The roles and playbooks read these two, never a list of results of their own (lease.yml, lease_held.yml,
     the server and router roles, deploy.yml, restart.yml): a renewed lease is not this call's to give back."""
-    assert _lease.meaning(result) == {"taken": taken, "contended": contended}
+    assert _lease.meaning(result) == {"taken": taken, "contended": contended,
+                                      "holds": result in ("acquired", "renewed", "expired", "broken", "free")}
 
 
 def test_no_task_lists_lease_results_of_its_own():
@@ -458,7 +459,7 @@ def test_a_takeover_breaks_only_the_holder_judged_gone_never_a_third_run(tmp_pat
     lease.acquire(UNIT, "run-a", ALICE, ttl=600, wait=0)
     got = lease.acquire(UNIT, "run-b", BOB, ttl=600, wait=0, replace="run-a")
     assert got["result"] == "gone" and got["previous"]["id"] == "run-a" and lease.read(UNIT)["id"] == "run-b"
-    assert _lease.meaning("gone") == {"taken": True, "contended": True}
+    assert _lease.meaning("gone") == {"taken": True, "contended": True, "holds": True}
 
 
 def test_the_module_takes_over_only_by_compare_and_swap(tmp_path):
