@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang maintainers
 """Copy the masking rule of plugins/module_utils/_secrets.py into the launcher that runs on the host.

@@ -252,8 +252,8 @@ def gate(url, prompts, state_file, identity, api_key="", max_tokens=32, repeat=2
         result.update(failed=True, msg=_failure(result, "the baseline " + result["baseline"], url))
         return result
     if release and release != before:
-        record("carried: release %s answers as release %s did (recorded %s)" % (release, before or "?",
-                                                                                 recorded.get("when", "?")))
+        record("carried: release %s answers as release %s did (recorded %s)"
+               % (release, before or "?", recorded.get("when", "?")))
     return result
 
 

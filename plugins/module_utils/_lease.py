@@ -366,8 +366,8 @@ class Lease(object):
             if check_mode:
                 return {"result": "renewed", "lease": holder}
             now = self.clock()
-            return {"result": "renewed", "lease": self._write(unit, lease_id, holder.get("owner") or {}, ttl, now,
-                                                             holder.get("acquired_at", now))}
+            written = self._write(unit, lease_id, holder.get("owner") or {}, ttl, now, holder.get("acquired_at", now))
+            return {"result": "renewed", "lease": written}
         finally:
             if fd is not None:
                 os.close(fd)

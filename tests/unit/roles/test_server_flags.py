@@ -102,7 +102,7 @@ def test_a_flag_left_out_takes_sglang_s_default_for_the_release_and_the_planning
              "host 0.5.17": {"_server_host": {"sglang_release": "0.5.17"}},
              "host 0.5.23": {"_server_host": {"sglang_release": "0.5.23"}},
              "no SGLang on the host, sglang_version 0.5.18": {"_server_host": {"sglang_release": ""},
-                                                               "sglang_version": "0.5.18"},
+                                                              "sglang_version": "0.5.18"},
              "nothing known": {}}
     results = run_play_batch(tmp_path, BATCH_PLAY, {case: dict(base, **extra) for case, extra in cases.items()})
     for case, (rc, text) in results.items():

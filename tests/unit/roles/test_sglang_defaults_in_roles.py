@@ -34,8 +34,7 @@ STATED = re.compile(
 
 def _files():
     for pattern in ("roles/**/*.yml", "roles/**/*.yaml", "roles/**/*.j2", "playbooks/**/*.yml"):
-        for path in glob.glob(os.path.join(ROOT, pattern), recursive=True):
-            yield path
+        yield from glob.glob(os.path.join(ROOT, pattern), recursive=True)
 
 
 def stated_defaults(text):

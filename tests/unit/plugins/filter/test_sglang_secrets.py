@@ -83,4 +83,4 @@ def test_no_launcher_with_a_key_is_refused(keys):
     # with the launcher, or without a key, nothing to refuse
     assert server_inputs.sglang_input_problems(dict(inputs, sglang_launch_script="/usr/local/lib/x.py")) == []
     assert server_inputs.sglang_input_problems({"sglang_api_key": "", "sglang_admin_api_key": "",
-                                                 "sglang_launch_script": ""}) == []
+                                                "sglang_launch_script": ""}) == []

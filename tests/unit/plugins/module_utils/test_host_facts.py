@@ -187,8 +187,8 @@ def _cuda_home(tmp_path, nvcc=True, cudart=True):
     return str(home)
 
 
-@pytest.mark.parametrize("nvcc,cudart,missing", [(False, True, "bin/nvcc"), (True, False, "lib64/libcudart.so"),
-                                                  (False, False, "bin/nvcc, lib64/libcudart.so")])
+@pytest.mark.parametrize("nvcc,cudart,missing", [
+    (False, True, "bin/nvcc"), (True, False, "lib64/libcudart.so"), (False, False, "bin/nvcc, lib64/libcudart.so")])
 def test_a_jit_compiling_sglang_is_refused_a_cuda_home_without_nvcc_or_libcudart(tmp_path, nvcc, cudart, missing):
     # the real 0.5.17 server's first start compiles 7 kernels with $CUDA_HOME/bin/nvcc and links -lcudart from
     # $CUDA_HOME/lib64 (docs/validation.md): a home without either must be refused before any stop

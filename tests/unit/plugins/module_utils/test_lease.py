@@ -532,7 +532,7 @@ def test_two_concurrent_rollouts_never_share_the_routers_lease(tmp_path):
     first = subprocess.Popen(cmd + [str(first_dir / "play.yml")], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True)
     try:
-        for _ in range(600):
+        for _attempt in range(600):
             if lease_file.exists() or first.poll() is not None:
                 break
             time.sleep(0.5)

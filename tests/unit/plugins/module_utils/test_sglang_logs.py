@@ -355,4 +355,3 @@ def test_hicache_size_is_checked_within_one_token_below_and_one_page_above():
     assert watch.hicache_vs_request(size_gb=0.5)["off"] == []
     assert watch.hicache_vs_request(size_gb=0.52)["off"]
     assert watch.hicache_vs_request(size_gb=0.48)["off"]
-
