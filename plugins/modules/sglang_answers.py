@@ -70,7 +70,7 @@ options:
     default: 0
   server_args:
     description: The server's flags (the server role's, names without dashes); those that change greedy output join
-      the identity (RV(identity)).
+      the baseline's identity (RV(key)).
     type: dict
     default: {}
   host_tier:
