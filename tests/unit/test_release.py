@@ -34,6 +34,15 @@ def copy(tmp_path_factory):
     subprocess.run(["xargs", "-0", "cp", "--parents", "-t", str(tree)], input=files, cwd=ROOT, check=False,
                    capture_output=True)
     os.symlink(os.path.join(ROOT, ".venv"), str(tree / ".venv"))
+    # once the checkout's version is released (its fragments gone into changelog.yaml), the machinery is tried on
+    # the next patch version with one fragment of its own, as the next release will be cut
+    galaxy = tree / "galaxy.yml"
+    version = yaml.safe_load(galaxy.read_text())["version"]
+    released = yaml.safe_load((tree / "changelogs" / "changelog.yaml").read_text()).get("releases") or {}
+    if version in released:
+        major, minor, patch = (int(x) for x in version.split("."))
+        galaxy.write_text(galaxy.read_text().replace("version: %s" % version, "version: %d.%d.%d" % (major, minor, patch + 1)))
+        (tree / "changelogs" / "fragments" / "next.yml").write_text("---\nbugfixes:\n  - server - a fix of the next release.\n")
     _git(str(tree), "init", "-q")
     _git(str(tree), "add", "-A")
     _git(str(tree), "commit", "-qm", "tree")
