@@ -42,6 +42,7 @@ def copy(tmp_path_factory):
     if version in released:
         major, minor, patch = (int(x) for x in version.split("."))
         galaxy.write_text(galaxy.read_text().replace("version: %s" % version, "version: %d.%d.%d" % (major, minor, patch + 1)))
+        (tree / "changelogs" / "fragments").mkdir(parents=True, exist_ok=True)   # git keeps no empty folder
         (tree / "changelogs" / "fragments" / "next.yml").write_text("---\nbugfixes:\n  - server - a fix of the next release.\n")
     _git(str(tree), "init", "-q")
     _git(str(tree), "add", "-A")
