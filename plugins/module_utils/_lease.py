@@ -350,6 +350,16 @@ class Lease(object):
                 raise LeaseHeld(unit, holder, waited, now, left)
             self.sleep(min(self.poll, wait - waited))
 
+    @staticmethod
+    def _not_this_runs(holder, lease_id):
+        """renew()'s and release()'s answer when ``lease_id`` does not hold the lease: not held (nobody does) or held
+        by another (left alone: a run never renews or removes another run's lease); None when it does."""
+        if holder is None:
+            return {"result": "not held", "lease": None}
+        if holder.get("id") != lease_id:
+            return {"result": "held by another", "lease": holder}
+        return None
+
     def renew(self, unit, lease_id, ttl, check_mode=False):
         """Move the expiry of ``lease_id``'s lease on (between long steps). Returns {"result", "lease"}: renewed,
         not held (nobody holds it) or held by another (this run lost it: left alone)."""
@@ -359,10 +369,9 @@ class Lease(object):
         fd = None if check_mode else self._guard(unit)
         try:
             holder = self.read(unit)
-            if holder is None:
-                return {"result": "not held", "lease": None}
-            if holder.get("id") != lease_id:
-                return {"result": "held by another", "lease": holder}
+            refused = self._not_this_runs(holder, lease_id)
+            if refused:
+                return refused
             if check_mode:
                 return {"result": "renewed", "lease": holder}
             now = self.clock()
@@ -378,15 +387,13 @@ class Lease(object):
         check_unit(unit)
         if check_mode:
             holder = self.read(unit)
-            return {"result": "released" if holder and holder.get("id") == lease_id else
-                    ("not held" if holder is None else "held by another"), "lease": holder}
+            return self._not_this_runs(holder, lease_id) or {"result": "released", "lease": holder}
         fd = self._guard(unit)
         try:
             holder = self.read(unit)
-            if holder is None:
-                return {"result": "not held", "lease": None}
-            if holder.get("id") != lease_id:
-                return {"result": "held by another", "lease": holder}
+            refused = self._not_this_runs(holder, lease_id)
+            if refused:
+                return refused
             os.unlink(self.path(unit))
             return {"result": "released", "lease": holder}
         finally:
