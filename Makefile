@@ -22,8 +22,9 @@ venv:
 engine:
 	scripts/docker-engine.sh up && scripts/systemd-image.sh
 
-lint: venv
+lint: venv           ## ansible-lint, then the roles' shape against issue 39's targets (scripts/structure-check.py)
 	ansible-lint --profile production
+	python scripts/structure-check.py
 
 sanity: venv         ## ansible-test sanity on the development controller (2.21)
 	scripts/sanity.sh
