@@ -20,6 +20,10 @@ host, so it needs nothing but Python there. What it measures follows SGLang's ow
 
 Errors of single requests are counted and the first few kept; a server that cannot be reached or refuses the
 key fails the whole run with a clear message (``BenchError``) before any request is sent.
+
+``gate`` is the server role's benchmark gate (sglang_bench_gate): one run compared with the baseline (given, or
+the one the last deployment record carries with the same benchmark settings); a fall beyond the threshold is a
+regression, which the caller rolls back.
 """
 
 from __future__ import annotations
@@ -37,7 +41,12 @@ ERRORS_KEPT = 5
 
 
 class BenchError(Exception):
-    """The benchmark cannot run (server unreachable, key refused, bad input)."""
+    """The benchmark cannot run (server unreachable, key refused, bad input), or too many of its requests failed
+    (``result`` then holds the run's figures)."""
+
+    def __init__(self, message, result=None):
+        super(BenchError, self).__init__(message)
+        self.result = result
 
 
 def percentile(values, pct):
@@ -293,4 +302,137 @@ def run(url, api_key="", model="", num_requests=60, concurrency=30, input_len=10
            result["ttft_ms"]["p50"], result["itl_ms"]["p50"],
            ", accept length %.2f" % result["accept_length"] if result["accept_length"] is not None else "",
            ", %d errors" % len(errors) if errors else ""))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The benchmark gate of the server role (sglang_bench_gate): after a verified start or restart, benchmark the new
+# invocation and compare its output tok/s with the baseline. Formerly roles/server/tasks/bench_gate.yml; the texts
+# are that file's (molecule/bench_gate asserts on them).
+
+# The benchmark settings a recorded baseline must share to count (a result at another concurrency says nothing).
+BASELINE_SETTINGS = ("num_requests", "concurrency", "input_len", "output_len", "api")
+GIVEN_SOURCE = "given (sglang_bench_baseline_tok_s)"
+NO_BASELINE_SOURCE = "none: this run sets the baseline"
+OTHER_SETTINGS = " (the recorded one used other benchmark settings)"
+
+
+def read_prompt_file(path):
+    """The prompts of ``prompt_file``, one a line, empty lines skipped (the module's rule); BenchError when the
+    file cannot be read or holds none."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = [line.rstrip("\n") for line in handle if line.strip()]
+    except (IOError, OSError, UnicodeDecodeError) as exc:
+        raise BenchError("cannot read prompt_file %s: %s" % (path, exc))
+    if not lines:
+        raise BenchError("prompt_file %s has no prompts" % path)
+    return lines
+
+
+def run_settings(settings):
+    """One benchmark run from the options of gpuserve.sglang.sglang_bench (url, api_key, model, num_requests,
+    concurrency, input_len, output_len, prompt_file, api, timeout, metrics, max_errors; the module's defaults for
+    those left out). Raises BenchError as the module fails: the server cannot be reached or refuses the key, the
+    prompt file is unusable, or more than ``max_errors`` requests failed (``max_errors`` -1: never)."""
+    prompt_file = settings.get("prompt_file") or None
+    lines = read_prompt_file(prompt_file) if prompt_file else None
+    result = run(settings.get("url") or "http://127.0.0.1:30000", api_key=settings.get("api_key") or "",
+                 model=settings.get("model") or "", num_requests=int(settings.get("num_requests", 60)),
+                 concurrency=int(settings.get("concurrency", 30)), input_len=int(settings.get("input_len", 1024)),
+                 output_len=int(settings.get("output_len", 256)), prompt_file_lines=lines,
+                 api=settings.get("api") or "completions", timeout=float(settings.get("timeout", 600)),
+                 metrics=bool(settings.get("metrics", True)))
+    max_errors = int(settings.get("max_errors", 0))
+    if 0 <= max_errors < result["errors"]:
+        raise BenchError("%d of %d benchmark requests failed: %s" % (
+            result["errors"], result["num_requests"], "; ".join(result["error_messages"])), result)
+    return result
+
+
+def load_record(path):
+    """The last deployment record's JSON twin as a dict: {} when there is none, or when it is not a JSON object
+    (the next verified start writes it anew; a broken twin must not fail every later deploy)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _settings_of(mapping):
+    return dict((key, mapping[key]) for key in BASELINE_SETTINGS if key in mapping)
+
+
+def _float(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def baseline(bench, last_record, given_tok_s=0):
+    """(baseline tok/s, where it comes from) for the result ``bench``: ``given_tok_s`` when above 0, else the
+    baseline the last record carries when it was measured with the same settings (BASELINE_SETTINGS), else 0."""
+    recorded = last_record.get("baseline") or {}
+    if not isinstance(recorded, dict):
+        recorded = {}
+    matches = bool(recorded) and _settings_of(recorded) == _settings_of(bench)
+    if _float(given_tok_s) > 0:
+        return _float(given_tok_s), GIVEN_SOURCE
+    if matches:
+        return (_float(recorded.get("output_throughput")),
+                "recorded %s (invocation %s)" % (last_record.get("baseline_when", "?"),
+                                                 last_record.get("baseline_invocation_id", "?")))
+    return 0.0, NO_BASELINE_SOURCE + (OTHER_SETTINGS if recorded else "")
+
+
+def compare(bench, baseline_tok_s, baseline_source, threshold_pct):
+    """The gate's verdict: a regression is output tok/s below the baseline by more than ``threshold_pct``
+    percent; without a baseline (0) nothing is one, and this result becomes the baseline."""
+    base = _float(baseline_tok_s)
+    tok_s = _float(bench.get("output_throughput"))
+    threshold = _float(threshold_pct)
+    return {"baseline_tok_s": base, "baseline_source": baseline_source, "tok_s": tok_s, "threshold_pct": threshold,
+            "change_pct": round((tok_s / base - 1) * 100, 1) if base > 0 else None,
+            "regression": base > 0 and tok_s < base * (1 - threshold / 100)}
+
+
+def gate_lines(bench, verdict):
+    """What the role showed as 'Benchmark result': the run's summary, then the comparison."""
+    change = verdict["change_pct"] if verdict["change_pct"] is not None else "n/a"
+    return [bench.get("summary", ""),
+            "baseline %s tok/s (%s), change %s %%, allowed -%s %%"
+            % (verdict["baseline_tok_s"], verdict["baseline_source"], change, verdict["threshold_pct"])]
+
+
+def regression_message(bench, verdict):
+    """The failure text of a regression (the rollback's reason)."""
+    return ("benchmark regression: %s output tok/s at concurrency %s is %s %% below the baseline %s tok/s (%s); "
+            "allowed %s %%. %s" % (verdict["tok_s"], bench.get("concurrency"), abs(verdict["change_pct"]),
+                                   verdict["baseline_tok_s"], verdict["baseline_source"], verdict["threshold_pct"],
+                                   bench.get("summary", "")))
+
+
+def gate(settings, record_json_path, only_without_baseline, runner=run_settings):
+    """The benchmark gate: benchmark (``runner(settings)``, the options of gpuserve.sglang.sglang_bench) and
+    compare with the baseline: ``settings['baseline_tok_s']`` when above 0, else the one the last record's JSON
+    twin (``record_json_path``) carries with the same benchmark settings. ``only_without_baseline`` (a host that
+    did not start or restart): run only when that twin has no baseline yet.
+
+    Returns {"ran", "bench" (the run's result, {} when it did not run), "gate" (baseline_tok_s, baseline_source,
+    tok_s, threshold_pct, change_pct, regression; {} when it did not run), "regression", "msg" (the failure text
+    when a regression, else ''), "summary_lines"}. A run that cannot be made raises BenchError (a failed gate for
+    the caller: the server did not serve the benchmark)."""
+    last = load_record(record_json_path)
+    result = {"ran": False, "bench": {}, "gate": {}, "regression": False, "msg": "", "summary_lines": []}
+    if only_without_baseline and last.get("baseline"):
+        return result
+    bench = runner(settings)
+    base, source = baseline(bench, last, settings.get("baseline_tok_s", 0))
+    verdict = compare(bench, base, source, settings.get("threshold_pct", 10))
+    result.update(ran=True, bench=bench, gate=verdict, regression=verdict["regression"],
+                  summary_lines=gate_lines(bench, verdict),
+                  msg=regression_message(bench, verdict) if verdict["regression"] else "")
     return result

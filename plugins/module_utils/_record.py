@@ -13,6 +13,12 @@ The one owner of ``sglang_record_file``, ``sglang_record_json_file`` and ``sglan
 * the history keeps the newest ``keep`` pairs by the host's modification times (``keep: 0`` keeps none); older
   names (``<service>-<stamp>.json`` of the tasks before) are pruned by the same rule.
 
+``deploy_record`` is the server's record after a verified start or restart: it reads on the host what only the
+host knows (the last record's twin, the install record, the last-good manifest, the NCCL values of the running
+process and nothing else of its environment, the versions, the NCCL environment file), builds the twin
+(``record_data``) and the Markdown (``markdown``, the sections and wording of the role's former template; every
+secret-named value masked by the one rule of ``_secrets``, the keys' values never read) and writes them.
+
 Standard library only (runs on the GPU host).
 """
 
@@ -22,8 +28,10 @@ import binascii
 import json
 import os
 import re
+import subprocess
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _nvidia_smi, _secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 
 STAMP = "%Y%m%dT%H%M%SZ"
@@ -118,4 +126,365 @@ def write_record(md_path, json_path, markdown, data, history_dir, service, keep,
         for path in paths:
             os.unlink(path)
             result["pruned"].append(path)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# What the record holds, read on the host after a verified start or restart, and its Markdown text. Formerly
+# roles/server/tasks/{record,versions,deployment_record}.yml and templates/deployment-record.md.j2: the keys of the
+# twin and the sections and wording of the record are theirs.
+
+WHEN_JSON = "%Y-%m-%dT%H:%M:%SZ"
+WHEN_MD = "%Y-%m-%d %H:%M:%S"
+# the figures of a benchmark result kept in the record (and so in the next run's baseline)
+BENCH_KEYS = ("output_throughput", "request_throughput", "ttft_ms", "itl_ms", "accept_length", "errors", "completed",
+              "num_requests", "concurrency", "input_len", "output_len", "api", "duration_s", "summary")
+INSTALL_RECORD_NAME = "gpuserve-install-record.json"
+VERSION_SCRIPT = ("import importlib.metadata as m\ntry:\n print(m.version('sglang'))\n"
+                  "except m.PackageNotFoundError:\n print('not installed')")
+NVCC_RE = re.compile(r"release [0-9.]+, V[0-9.]+")
+NCCL_ENTRY_RE = re.compile(r"NCCL_\w+=")
+COMMENT_OR_BLANK_RE = re.compile(r"\s*(#|$)")
+MANAGED = "Ansible managed"
+
+
+def run_command(argv, timeout=120):
+    """``argv`` run without a shell -> (rc, stdout, stderr), LC_ALL=C; a missing program is rc 127, a hang past
+    ``timeout`` seconds rc 124 (the record must not wait forever on a wedged driver)."""
+    env = dict(os.environ, LC_ALL="C")
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=timeout,
+                              check=False)
+    except subprocess.TimeoutExpired:
+        return 124, "", "%s timed out after %d s" % (argv[0], timeout)
+    except (IOError, OSError) as exc:
+        return 127, "", str(exc)
+    return (proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+def read_json(path):
+    """A JSON object from ``path``; {} when the file is missing, unreadable or not a JSON object."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_text(path):
+    """The text of ``path``, None when it cannot be read."""
+    raw = _read(path)
+    return None if raw is None else raw.decode("utf-8", "replace")
+
+
+def nccl_values(environ):
+    """The NCCL_* variables of a process environment (``/proc/<pid>/environ``: NUL-separated, bytes or text) and
+    nothing else of it: the environment also holds SGLANG_API_KEY."""
+    if isinstance(environ, bytes):
+        environ = environ.decode("utf-8", "replace")
+    values = {}
+    for entry in (environ or "").split("\0"):
+        if NCCL_ENTRY_RE.match(entry):
+            name, dummy, value = entry.partition("=")
+            values[name] = value
+    return values
+
+
+def venv_of(python):
+    """The venv of an interpreter path (``<venv>/bin/python`` -> ``<venv>``)."""
+    return os.path.dirname(os.path.dirname(python))
+
+
+def sglang_version(python, run):
+    """SGLang's version in the interpreter's environment, 'not installed' or 'unknown'."""
+    dummy, out, dummy2 = run([python, "-c", VERSION_SCRIPT])
+    return (out or "").strip() or "unknown"
+
+
+def cuda_version(cuda_home, run, fallback="not found"):
+    """'release X, VY' of ``<cuda_home>/bin/nvcc --version``, else ``fallback`` (the cuda role's cuda_version)."""
+    dummy, out, dummy2 = run([os.path.join(cuda_home or "", "bin", "nvcc"), "--version"])
+    match = NVCC_RE.search(out or "")
+    return match.group(0) if match else (fallback or "not found")
+
+
+def driver_version(nvidia_smi, run):
+    """'<driver>, <GPU name>' for each distinct pair (joined by '; '), or 'not found'."""
+    if not nvidia_smi:
+        return "not found"
+    rc, out, dummy = run([nvidia_smi] + _nvidia_smi.QUERY_GPU_ARGS)
+    if rc != 0:
+        return "not found"
+    try:
+        gpus = _nvidia_smi.parse_query_gpu(out)
+    except _nvidia_smi.NvidiaSmiParseError:
+        return "not found"
+    pairs = []
+    for gpu in gpus:
+        pair = "%s, %s" % (gpu.get("driver_version"), gpu.get("name"))
+        if pair not in pairs:
+            pairs.append(pair)
+    return "; ".join(pairs) or "not found"
+
+
+def env_lines(text):
+    """The lines of an environment file without comments and blank lines; [] when it is absent."""
+    if text is None:
+        return []
+    return [line for line in text.splitlines() if not COMMENT_OR_BLANK_RE.match(line)]
+
+
+def bench_record(bench):
+    """The figures of a benchmark result that the record keeps; {} when no benchmark ran."""
+    if not bench or "output_throughput" not in bench:
+        return {}
+    return dict((key, bench[key]) for key in BENCH_KEYS if key in bench)
+
+
+def read_host(params, verified, python, run=run_command):
+    """What the record reads on the host: the last record's twin, the install record (the running venv's, else the
+    host's), the last-good manifest's files, the NCCL values of the running process, the versions, the NCCL
+    environment file's lines."""
+    # each versioned venv keeps its own install record; an unversioned one has only the host's
+    venv_record = os.path.join(venv_of(python), INSTALL_RECORD_NAME)
+    install = read_json(venv_record if os.path.exists(venv_record) else params.get("install_record") or "")
+    manifest = {}
+    if params.get("backup_dir"):
+        manifest = _last_good.load_manifest(os.path.join(params["backup_dir"], "last-good"))[0]
+    main_pid = _int(verified.get("main_pid"))
+    environ = _read("/proc/%d/environ" % main_pid) if main_pid > 0 else None
+    return {
+        "previous": read_json(params["record_json_path"]),
+        "install": install,
+        "inputs": manifest.get("files") or {},
+        "nccl_process": nccl_values(environ) if environ is not None else {},
+        "sglang": sglang_version(python, run),
+        "cuda": cuda_version(params.get("cuda_home"), run, params.get("cuda_version") or "not found"),
+        "driver": driver_version(params.get("nvidia_smi"), run),
+        "nccl_lines": env_lines(read_text(params["nccl_env_file"]) if params.get("nccl_env_file") else None),
+    }
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def record_data(params, verified, bench, bench_gate, python, host, when):
+    """The twin's content (the keys the next run reads: baseline, baseline_when, baseline_invocation_id, bench).
+
+    ``host`` is what read_host read; ``when`` the UTC time of this record (seconds since the epoch)."""
+    previous = host["previous"]
+    bench = bench_record(bench)
+    install = host["install"]
+    memory_plan = params.get("memory_plan") or {}
+    stamp = time.strftime(WHEN_JSON, time.gmtime(when))
+    return {
+        "service": params["service"],
+        "host": params.get("host", ""),
+        "when": stamp,
+        "change_reason": params.get("change_reason", ""),
+        "action": verified.get("action", ""),
+        "invocation_id": verified.get("invocation_id", ""),
+        "main_pid": verified.get("main_pid", 0),
+        "profile": params.get("profile", ""),
+        "args": _secrets.mask_mapping(params.get("args") or {}),
+        "cmdline": params.get("cmdline", ""),
+        "sglang_version": host["sglang"],
+        "venv": venv_of(python),
+        "cuda": host["cuda"],
+        "driver": host["driver"],
+        "install": dict((key, value) for key, value in install.items() if key != "patches"),
+        "patches": install.get("patches") or {},
+        "nccl_process": host["nccl_process"],
+        # the files the process read at its start (path -> exists, sha256): what it has, not what a role meant
+        "inputs": host["inputs"],
+        "memory_plan": {"summary": memory_plan.get("summary", ""),
+                        "kv_tokens_per_rank": memory_plan.get("kv_tokens_per_rank"),
+                        "host_pool_gb_per_rank": memory_plan.get("host_pool_gb_per_rank")} if memory_plan else {},
+        "kv_cache": verified.get("kv_cache") or {},
+        "hicache": verified.get("hicache") or {},
+        "hicache_expected": bool(params.get("hicache_expected")),
+        "bench": bench,
+        "bench_gate": (bench_gate or {}) if bench else {},
+        "bench_previous": previous.get("bench") or previous.get("bench_previous"),
+        # the next run's baseline: this run's benchmark, else the one carried by the last record
+        "baseline": bench or previous.get("baseline"),
+        "baseline_when": stamp if bench else previous.get("baseline_when"),
+        "baseline_invocation_id": verified.get("invocation_id", "") if bench else previous.get("baseline_invocation_id"),
+    }
+
+
+def _text(value):
+    """A value as the template printed it: None as nothing, anything else as Python's str (True, 1.5)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else str(value)
+
+
+def _bench_row(label, bench):
+    ttft, itl = bench.get("ttft_ms") or {}, bench.get("itl_ms") or {}
+    accept = bench.get("accept_length")
+    cells = [label, bench.get("output_throughput"), bench.get("request_throughput"),
+             " / ".join(_text(ttft.get(key)) for key in ("p50", "p90", "p99")),
+             " / ".join(_text(itl.get(key)) for key in ("p50", "p90", "p99")),
+             accept if accept is not None else "-", bench.get("errors"),
+             "%s req, concurrency %s, in %s, out %s" % tuple(
+                 _text(bench.get(key)) for key in ("num_requests", "concurrency", "input_len", "output_len"))]
+    return "| " + " | ".join(_text(cell) for cell in cells) + " |"
+
+
+def command_line(params):
+    """ExecStart as the record shows it: the secrets file and which keys it sets, never their values."""
+    keys = [key for key in params.get("secret_keys") or () if key]
+    if not keys:
+        return params.get("cmdline", "")
+    return "%s --config %s (keys: %s, values not shown)" % (params.get("cmdline", ""), params.get("secrets_file", ""),
+                                                            ", ".join(keys))
+
+
+def env_file_values(params):
+    """The environment file's variables as the record shows them: SGLANG_API_KEY (when a key is set) and every
+    other secret-named value masked by the one rule of _secrets."""
+    env = dict(params.get("env") or {})
+    if "api-key" in (params.get("secret_keys") or ()):
+        env["SGLANG_API_KEY"] = _secrets.MASK
+    return _secrets.mask_mapping(env)
+
+
+def markdown(data, params, verified=None, nccl_lines=None, python=""):
+    """The record's text: the verified invocation, HiCache, the command line, the environment (secrets masked),
+    versions, the reason, the benchmark, NCCL of the process, the files it read, patches, the memory plan."""
+    verified = verified or {}
+    hicache, kv_cache = verified.get("hicache"), verified.get("kv_cache")
+    out = ["<!-- %s -->" % MANAGED,
+           "# %s on %s" % (params["service"], params.get("host", "")),
+           "",
+           "Rewritten by `gpuserve.sglang.server` after each verified start or restart; do not edit.",
+           "",
+           "## Last verified %s" % ("restart" if verified.get("action", "") == "restart" else "start"),
+           "- when (UTC): %s" % data["when"].replace("T", " ").rstrip("Z"),
+           "- invocation: %s (previous %s), main PID %s" % (
+               _text(verified.get("invocation_id", "?")), _text(verified.get("previous_invocation_id", "") or "none"),
+               _text(verified.get("main_pid", "?"))),
+           "- timeline (s): " + ", ".join("%s %s" % (_text(k), _text(v))
+                                          for k, v in (verified.get("timeline") or {}).items()),
+           "- ready line: `%s`" % _text(verified.get("ready_line", "")),
+           "- health: %s -> %s" % (params.get("health_url", ""), _text(verified.get("health_status", "?"))),
+           "",
+           "## HiCache (from this invocation's journal)"]
+    if hicache:
+        out += ["- ranks seen: " + ", ".join(_text(rank) for rank in hicache.get("ranks_seen", [])),
+                "- host pool per rank: %s GB, total pinned %s GB" % (
+                    _text(hicache.get("host_pool_gb_per_rank", "?")), _text(hicache.get("host_pool_gb_total", "?")))]
+    else:
+        out.append("- off")
+    if kv_cache:
+        out.append("- GPU KV cache: %s tokens, %s GB per rank" % (_text(kv_cache.get("tokens_per_rank", "?")),
+                                                                   _text(kv_cache.get("gb_per_rank", "?"))))
+    out += ["",
+            "## Command line (ExecStart)",
+            "```",
+            command_line(params),
+            "```",
+            "Profile `%s`; flags over it (sglang_args): %s" % (params.get("profile", ""),
+                                                               json.dumps(data.get("args") or {})),
+            "",
+            "## Environment (secrets masked)",
+            "Unit:"]
+    out += ["- %s=%s" % (k, _text(v)) for k, v in _secrets.mask_mapping(params.get("unit_environment") or {}).items()]
+    out.append("%s:" % params.get("env_file", ""))
+    out += ["- %s=%s" % (k, _text(v)) for k, v in env_file_values(params).items()] or ["- (empty)"]
+    out.append("%s:" % params.get("nccl_env_file", ""))
+    out += ["- %s" % line for line in nccl_lines or ()] or ["- (absent)"]
+    out += ["",
+            "## Versions",
+            "- SGLang: %s (%s -m %s)" % (data["sglang_version"], python, params.get("launcher", "")),
+            "- CUDA: %s" % data["cuda"],
+            "- NVIDIA driver: %s" % data["driver"],
+            "- venv: %s" % data["venv"],
+            "",
+            "## Why this configuration",
+            params.get("change_reason") or "(no reason given: sglang_change_reason)",
+            "",
+            "## Benchmark (gpuserve.sglang.sglang_bench)"]
+    if data.get("bench") or data.get("bench_previous"):
+        out += ["| | output tok/s | req/s | TTFT p50 / p90 / p99 ms | ITL p50 / p90 / p99 ms | accept length | errors "
+                "| settings |",
+                "|---|---|---|---|---|---|---|---|"]
+        if data.get("bench"):
+            out.append(_bench_row("this configuration", data["bench"]))
+        if data.get("bench_previous"):
+            out.append(_bench_row("previous", data["bench_previous"]))
+        gate = data.get("bench_gate")
+        if gate:
+            change = gate.get("change_pct")
+            out += ["",
+                    "Gate: baseline %s tok/s (%s), change %s %%, allowed -%s %%." % (
+                        _text(gate.get("baseline_tok_s")), _text(gate.get("baseline_source")),
+                        _text(change if change is not None else "n/a"), _text(gate.get("threshold_pct")))]
+    else:
+        out.append("- not benchmarked (sglang_bench_gate is off)")
+    out += ["",
+            "## NCCL values of the running process (/proc/%s/environ)" % _text(data.get("main_pid", "?"))]
+    out += ["- %s=%s" % (k, v) for k, v in sorted((data.get("nccl_process") or {}).items())] or ["- (none)"]
+    out += ["",
+            "## Files this process read when it started (sha256 at the verified start; a rollback puts them back)"]
+    for path, entry in sorted((data.get("inputs") or {}).items()):
+        out.append("- %s: %s" % (path, ("sha256 %s" % _text(entry["sha256"])) if "sha256" in entry else
+                                 ("present (secret, no hash)" if entry.get("exists") else "absent")))
+    if not data.get("inputs"):
+        out.append("- (not recorded)")
+    out += ["",
+            "## Patches applied (%s)" % params.get("install_record", "")]
+    out += ["- %s sha256 %s" % (name, _text(sha)) for name, sha in (data.get("patches") or {}).items()] or [
+        "- (none recorded)"]
+    out += ["",
+            "## Memory plan"]
+    summary = (data.get("memory_plan") or {}).get("summary", "")
+    out.append(_text(summary) if summary else
+               "- no plan in this run (gpuserve.sglang.preflight's sglang_memory_plan); the journal's figures are above")
+    out += ["",
+            "Machine-readable twin: %s; earlier records: %s (last %s)." % (
+                params["record_json_path"], params["record_history_dir"], _text(params.get("keep", 10)))]
+    return "\n".join(out) + "\n"
+
+
+def _scrub(value, secrets):
+    """``value`` (text, or a structure of them) with every known secret value replaced by the mask: a last guard,
+    the record's own fields never carry one."""
+    if isinstance(value, str):
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, _secrets.MASK)
+        return value
+    if isinstance(value, dict):
+        return dict((key, _scrub(item, secrets)) for key, item in value.items())
+    if isinstance(value, list):
+        return [_scrub(item, secrets) for item in value]
+    return value
+
+
+def deploy_record(params, verified, bench, bench_gate, python, run=run_command, now=time.time, check_mode=False):
+    """The deployment record after a verified start or restart: read the host (read_host), build the twin
+    (record_data) and the Markdown (markdown), write both and their history (write_record).
+
+    ``params``: what only the controller knows (see the module's ``record`` option); ``verified``: the
+    ServiceRunner result of the verified invocation; ``bench`` / ``bench_gate``: the gate's ``bench`` and ``gate``
+    ({} or None when no benchmark ran); ``python``: the interpreter the unit runs. Returns write_record's result
+    and ``data`` (the twin)."""
+    verified = verified or {}
+    host = read_host(params, verified, python, run)
+    when = now()
+    data = record_data(params, verified, bench, bench_gate, python, host, when)
+    text = markdown(data, params, verified, host["nccl_lines"], python)
+    secrets = [secret for secret in params.get("secrets_to_mask") or () if isinstance(secret, str) and secret]
+    if secrets:
+        text, data = _scrub(text, secrets), _scrub(data, secrets)
+    result = write_record(params["record_md_path"], params["record_json_path"], text, data,
+                          params["record_history_dir"], params["service"], int(params.get("keep", 10)),
+                          now=lambda: when, check_mode=check_mode)
+    result["data"] = data
     return result
