@@ -146,6 +146,7 @@ NVCC_RE = re.compile(r"release [0-9.]+, V[0-9.]+")
 NCCL_ENTRY_RE = re.compile(r"NCCL_\w+=")
 COMMENT_OR_BLANK_RE = re.compile(r"\s*(#|$)")
 MANAGED = "Ansible managed"
+PROC_ENVIRON = "/proc/%d/environ"
 
 
 def run_command(argv, timeout=120):
@@ -253,7 +254,7 @@ def read_host(params, verified, python, run=run_command):
     if params.get("backup_dir"):
         manifest = _last_good.load_manifest(os.path.join(params["backup_dir"], "last-good"))[0]
     main_pid = _int(verified.get("main_pid"))
-    environ = _read("/proc/%d/environ" % main_pid) if main_pid > 0 else None
+    environ = _read(PROC_ENVIRON % main_pid) if main_pid > 0 else None
     return {
         "previous": read_json(params["record_json_path"]),
         "install": install,
