@@ -3,8 +3,8 @@
 # Copyright (c) gpuserve.sglang maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Filters of the cuda role: NVIDIA's CUDA apt repository rendered per distribution and
-architecture, and the parsers the role's verify phase uses (nvcc, ld.so.conf.d); the GPUs and the
-driver come from the module gpuserve.sglang.nvidia_gpu_info.
+architecture, the sources it may fetch from (https or a local file:// tree only), and the parsers the role's verify
+phase uses (nvcc, ld.so.conf.d); the GPUs and the driver come from the module gpuserve.sglang.nvidia_gpu_info.
 
 Pure functions, no host access, so every branch is unit-tested (tests/unit/plugins/filter/).
 """
@@ -12,6 +12,7 @@ Pure functions, no host access, so every branch is unit-tested (tests/unit/plugi
 from __future__ import annotations
 
 import base64
+import json
 import re
 
 from ansible.errors import AnsibleFilterError
@@ -210,6 +211,43 @@ def cuda_stale_ldconfig(files, release, keep=()):
     return stale
 
 
+_SOURCE_URL_RE = re.compile(r"^(https|file)://[^\s]+\Z")
+_INSECURE_URL_RE = re.compile(r"(^|[\s=,])(?!https://|file://)[A-Za-z][A-Za-z0-9+.-]*://")
+_SHA256_RE = re.compile(r"^[0-9a-fA-F]{64}\Z")
+
+
+def cuda_source_problems(settings):
+    """The cuda role's settings that would fetch from a source that is not https (a local file:// tree is allowed)
+    or give a malformed keyring checksum, each as NAME=VALUE (the value as JSON).
+
+    settings: the role's variables by name. cuda_repo_base_url must be an https:// or file:// URL; cuda_repo_mirror
+    is empty or such a URL; cuda_pip_extra_args names no URL of another scheme; cuda_keyring_sha256 is empty or 64
+    hex digits. A missing one is taken as empty (the base URL then refused); a value that is not a string is refused
+    (the role's argument specs make them strings).
+    """
+    if not isinstance(settings, dict):
+        raise AnsibleFilterError("cuda_source_problems: the input must be the role's variables by name, not %s"
+                                 % type(settings).__name__)
+    problems = []
+
+    def refuse(name, value):
+        problems.append("%s=%s" % (name, json.dumps(value)))
+
+    base_url = settings.get("cuda_repo_base_url", "")
+    mirror = settings.get("cuda_repo_mirror", "")
+    pip_extra_args = settings.get("cuda_pip_extra_args", "")
+    keyring_sha256 = settings.get("cuda_keyring_sha256", "")
+    if not (isinstance(base_url, str) and _SOURCE_URL_RE.match(base_url)):
+        refuse("cuda_repo_base_url", base_url)
+    if not (mirror == "" or (isinstance(mirror, str) and _SOURCE_URL_RE.match(mirror))):
+        refuse("cuda_repo_mirror", mirror)
+    if not isinstance(pip_extra_args, str) or _INSECURE_URL_RE.search(pip_extra_args):
+        refuse("cuda_pip_extra_args", pip_extra_args)
+    if not (keyring_sha256 == "" or (isinstance(keyring_sha256, str) and _SHA256_RE.match(keyring_sha256))):
+        refuse("cuda_keyring_sha256", keyring_sha256)
+    return problems
+
+
 class FilterModule(object):
     """CUDA repository rendering and CUDA output parsers."""
 
@@ -220,4 +258,5 @@ class FilterModule(object):
             "cuda_repo_arch": cuda_repo_arch,
             "cuda_nvcc_release": cuda_nvcc_release,
             "cuda_stale_ldconfig": cuda_stale_ldconfig,
+            "cuda_source_problems": cuda_source_problems,
         }

@@ -169,3 +169,34 @@ def test_real_host_ldconf_names_are_not_stale_for_13():
     assert "987_cuda-13.conf" in names
     files = [{"path": "/etc/ld.so.conf.d/" + n, "content": ""} for n in names]
     assert f.cuda_stale_ldconfig(files, "13.0") == []
+
+
+GOOD_SOURCES = {"cuda_repo_base_url": "https://developer.download.nvidia.com/compute/cuda/repos",
+                "cuda_repo_mirror": "", "cuda_pip_extra_args": "", "cuda_keyring_sha256": ""}
+
+
+@pytest.mark.parametrize("name, value", [
+    ("cuda_repo_mirror", "https://mirror.example/cuda/repos"),
+    ("cuda_repo_base_url", "file:///srv/cuda/repos"),
+    ("cuda_pip_extra_args", "--index-url https://pypi.mirror.example/simple --find-links file:///srv/wheels"),
+    ("cuda_keyring_sha256", "AB" * 32),
+])
+def test_source_problems_pass_https_file_and_a_well_formed_checksum(name, value):
+    assert f.cuda_source_problems(dict(GOOD_SOURCES, **{name: value})) == []
+
+
+def test_source_problems_name_each_refused_setting_in_order_as_json():
+    bad = {"cuda_repo_base_url": "http://x/repos", "cuda_repo_mirror": "ftp://m/repos",
+           "cuda_pip_extra_args": "--extra-index-url=http://pypi.example/simple", "cuda_keyring_sha256": "abc"}
+    assert f.cuda_source_problems(bad) == ['cuda_repo_base_url="http://x/repos"', 'cuda_repo_mirror="ftp://m/repos"',
+                                           'cuda_pip_extra_args="--extra-index-url=http://pypi.example/simple"',
+                                           'cuda_keyring_sha256="abc"']
+    # a URL with a space after it, a newline at its end, a value that is not a string, a missing base URL
+    assert f.cuda_source_problems(dict(GOOD_SOURCES, cuda_repo_base_url="https://x/ y")) \
+        == ['cuda_repo_base_url="https://x/ y"']
+    assert f.cuda_source_problems(dict(GOOD_SOURCES, cuda_repo_mirror="https://m/\n")) \
+        == ['cuda_repo_mirror="https://m/\\n"']
+    assert f.cuda_source_problems(dict(GOOD_SOURCES, cuda_keyring_sha256=12)) == ["cuda_keyring_sha256=12"]
+    assert f.cuda_source_problems({}) == ['cuda_repo_base_url=""']
+    with pytest.raises(AnsibleFilterError, match="by name"):
+        f.cuda_source_problems(["https://x"])
