@@ -315,7 +315,8 @@ def record_data(params, verified, bench, bench_gate, python, host, when):
         # the next run's baseline: this run's benchmark, else the one carried by the last record
         "baseline": bench or previous.get("baseline"),
         "baseline_when": stamp if bench else previous.get("baseline_when"),
-        "baseline_invocation_id": verified.get("invocation_id", "") if bench else previous.get("baseline_invocation_id"),
+        "baseline_invocation_id": (verified.get("invocation_id", "") if bench
+                                   else previous.get("baseline_invocation_id")),
     }
 
 
@@ -446,8 +447,8 @@ def markdown(data, params, verified=None, nccl_lines=None, python=""):
     out += ["",
             "## Memory plan"]
     summary = (data.get("memory_plan") or {}).get("summary", "")
-    out.append(_text(summary) if summary else
-               "- no plan in this run (gpuserve.sglang.preflight's sglang_memory_plan); the journal's figures are above")
+    out.append(_text(summary) if summary else "- no plan in this run (gpuserve.sglang.preflight's sglang_memory_plan); "
+               "the journal's figures are above")
     out += ["",
             "Machine-readable twin: %s; earlier records: %s (last %s)." % (
                 params["record_json_path"], params["record_history_dir"], _text(params.get("keep", 10)))]
