@@ -385,8 +385,8 @@ def markdown(data, params, verified=None, nccl_lines=None, python=""):
     else:
         out.append("- off")
     if kv_cache:
-        out.append("- GPU KV cache: %s tokens, %s GB per rank" % (_text(kv_cache.get("tokens_per_rank", "?")),
-                                                                   _text(kv_cache.get("gb_per_rank", "?"))))
+        out.append("- GPU KV cache: %s tokens, %s GB per rank" % (
+            _text(kv_cache.get("tokens_per_rank", "?")), _text(kv_cache.get("gb_per_rank", "?"))))
     out += ["",
             "## Command line (ExecStart)",
             "```",

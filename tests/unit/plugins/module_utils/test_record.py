@@ -370,8 +370,8 @@ class Host(object):
         self.nccl_env.write_text("# NCCL tuning\n\nNCCL_P2P_LEVEL=NVL\n   \n  # indented comment\n"
                                  "NCCL_MIN_NCHANNELS=16\n")
         self.commands = []
-        self.answers = {"sglang": (0, "0.5.9\n", ""), "nvcc": (0, "Cuda compilation tools, release 12.8, V12.8.93\n"
-                                                             "Build cuda_12.8.r12.8/compiler.35404655_0\n", ""),
+        nvcc = "Cuda compilation tools, release 12.8, V12.8.93\nBuild cuda_12.8.r12.8/compiler.35404655_0\n"
+        self.answers = {"sglang": (0, "0.5.9\n", ""), "nvcc": (0, nvcc, ""),
                         "nvidia-smi": (0, "\n".join(GPU_LINE % (i, i, i) for i in range(2)) + "\n", "")}
 
     def run(self, argv):
