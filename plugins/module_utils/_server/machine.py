@@ -1,0 +1,551 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The server's on-host life as one state machine (issue 39): compare, keep, land, restart, verify, gates, then
+keep the new set and write the record, or restore EVERYTHING the change touched and verify the restored server.
+
+Every collaborator is injected, so that the unit tests run it with fakes and a temporary directory:
+
+- ``systemctl``: ``show_props(unit)``, ``stop(unit)``, ``enable(unit)``, ``daemon_reload()`` (onhost.HostSystemctl);
+- ``run(argv) -> (rc, out, err)``: commands (``systemd-analyze verify``);
+- ``runner_factory(state, read_only=False)``: a ``_service_runner.ServiceRunner``-like object for
+  ``restarted`` / ``started`` / ``verified`` with ``execute() -> (ok, result)``; ``read_only`` gives it a state
+  store that writes nothing (``state: verified``);
+- ``answers_gate(invocation_id) -> dict`` (``_answers.gate``'s result: ``failed``, ``msg``) and
+  ``bench_gate(only_without_baseline) -> dict`` (``ran``, ``bench``, ``gate``, ``regression``, ``msg``), None when
+  off; ``recorder(verified, bench_result) -> dict`` (the deployment record), None when off;
+- ``stop_strays() -> [processes]`` and ``free_gpus() -> [processes]``, None when off;
+- ``clock() -> seconds``.
+
+Phases: ``converge`` (one host, all of it), or ``prepare`` / ``restart`` / ``commit`` / ``restore`` for a group
+whose YAML takes the verdict across hosts, ``verified`` (writes nothing) and ``due`` (reads only). A failure
+raises ``LifecycleFailure`` with the message of the role's former restart.yml and the result so far."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_mod
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.claim import inputs_claim
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.land import LandError, land
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.onhost import read_host
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.plan import UP, plan as make_plan
+
+HEAD_CHANGE = "the new configuration failed verification"
+HEAD_UNKNOWN = "the running invocation, which no run had verified (a killed run left it), failed verification"
+HEAD_UNFINISHED = ("an earlier run left its rollback unfinished; this run finished it and did NOT apply its own "
+                   "change (run it again to apply it)")
+RUNNER_STATE = {"restart": "restarted", "start": "started", "verify_only": "started", "none": "started",
+                "keep_only": "started"}
+NOT_STOPPING = ("active", "activating", "deactivating", "reloading")
+
+
+class LifecycleFailure(Exception):
+    """The call fails with ``msg``; ``result`` is the module's result so far."""
+
+    def __init__(self, msg, result):
+        Exception.__init__(self, msg)
+        self.msg = msg
+        self.result = result
+
+
+class Killed(BaseException):
+    """Only for tests: a kill in the middle of a step (not caught by the machine's own handlers)."""
+
+
+# Fixed texts of this module (the due reasons, the actions taken) hold words such as "secrets file" that the
+# masking rule would take for a field: in them only the known secret values are replaced.
+LITERAL_ONLY = ("reasons", "actions")
+
+
+def mask_all(value, secrets, rule=True):
+    """Every string in ``value`` (dicts and lists walked) through the one masking rule (``rule`` False: only the
+    known secret values replaced)."""
+    if isinstance(value, dict):
+        return dict((key, mask_all(item, secrets, rule and key not in LITERAL_ONLY)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [mask_all(item, secrets, rule) for item in value]
+    if isinstance(value, str):
+        if rule:
+            return _secrets.mask(value, secrets)
+        for secret in sorted(secrets, key=len, reverse=True):
+            value = value.replace(secret, _secrets.MASK)
+        return value
+    return value
+
+
+def _utc(seconds):
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(seconds or 0)))
+    except (TypeError, ValueError):
+        return "?"
+
+
+class ServerLifecycle(object):
+    def __init__(self, desired, systemctl, run, runner_factory, answers_gate=None, bench_gate=None, recorder=None,
+                 stop_strays=None, free_gpus=None, gates_here=True, check_mode=False, clock=time.time,
+                 force_restart=False):
+        self.desired = desired
+        self.systemctl = systemctl
+        self.run = run
+        self.runner_factory = runner_factory
+        self.answers_gate = answers_gate
+        self.bench_gate = bench_gate
+        self.recorder = recorder
+        self.stop_strays = stop_strays
+        self.free_gpus = free_gpus
+        self.gates_here = bool(gates_here)
+        self.check_mode = bool(check_mode)
+        self.clock = clock
+        self.force_restart = bool(force_restart)
+        self.directory = desired.last_good_dir
+        self.secrets = list(desired.secrets_to_mask)
+        for spec in desired.files:
+            if spec.secret and spec.content:
+                self.secrets.extend(_secrets.config_secrets(spec.content.decode("utf-8", "replace")))
+        self.result = {"changed": False, "action": "none", "reasons": [], "due": False, "diff": [], "actions": [],
+                       "restart": {}, "bench": {}, "bench_gate": {}, "answers": {}, "record": {}, "inputs": {},
+                       "rolled_back": False, "rollback": {}, "notices": [], "msg": ""}
+        self.plan = None
+        self.host = None
+
+    # ---- small helpers ----------------------------------------------------------------------------------------
+    def did(self, what, changed=True):
+        self.result["actions"].append(what)
+        if changed:
+            self.result["changed"] = True
+
+    def notice(self, text):
+        self.result["notices"].append(text)
+
+    def finish(self):
+        return mask_all(self.result, self.secrets)
+
+    def failure(self, msg):
+        self.result["msg"] = msg
+        return LifecycleFailure(_secrets.mask(msg, self.secrets), self.finish())
+
+    def read(self, own_txn=False):
+        self.host = read_host(self.desired, self.systemctl)
+        self.plan = make_plan(self.desired, self.host, own_txn=own_txn)
+        self.result.update(action=self.plan.action, reasons=list(self.plan.reasons), due=self.plan.due,
+                           diff=list(self.plan.diff))
+        return self.plan
+
+    def txn_copies(self, record):
+        return any(isinstance(entry, dict) and entry.get("kept_at") for entry in (record or {}).get("files", {}).values())
+
+    def manifest_restorable(self, manifest=None):
+        data = self.host.manifest if manifest is None else manifest
+        files = data.get("files") if isinstance(data.get("files"), dict) else {}
+        return [path for path, entry in files.items() if isinstance(entry, dict) and entry.get("restorable")]
+
+    def can_restore(self):
+        return bool(self.manifest_restorable() or self.txn_copies(txn_mod.load(self.directory)))
+
+    # ---- the phases -------------------------------------------------------------------------------------------
+    def due(self):
+        """``state: due``: read and plan only."""
+        self.read()
+        return self.finish()
+
+    def check(self):
+        """Check mode: the plan and the diff, nothing written."""
+        self.result["changed"] = self.plan.writes or self.plan.action in ("restart", "start", "finish_restore",
+                                                                         "keep_only")
+        self.result["actions"] = ["would %s" % what for what in self.plan_words()]
+        return self.finish()
+
+    def plan_words(self):
+        words = ["land %s" % spec.path for spec in self.plan.land]
+        words += ["create %s" % spec.path for spec in self.plan.dirs]
+        if self.plan.daemon_reload:
+            words.append("daemon-reload")
+        if self.plan.enable:
+            words.append("enable %s" % self.desired.unit)
+        if self.plan.action != "none":
+            words.append(self.plan.action.replace("_", " "))
+        return words
+
+    def verified(self):
+        """``state: verified``: verify the running invocation; write NOTHING (not even the state file)."""
+        ok, res = self.runner_factory("verified", read_only=True).execute()
+        self.result["restart"] = res
+        self.result["action"] = "verified"
+        if not ok:
+            raise self.failure("%s: the running server did not verify: %s" % (self.desired.service, res.get("msg", "")))
+        return self.finish()
+
+    def converge(self):
+        """One host: everything, in one call."""
+        self.read()
+        if self.check_mode:
+            return self.check()
+        self.settle_open()
+        self.prepare_files()
+        self.before_start()
+        verified = self.start_and_verify(rollback=self.plan.rollback_applies)
+        bench = self.gates(verified, rollback=self.plan.rollback_applies)
+        self.commit_set(verified, bench)
+        return self.finish()
+
+    def prepare(self):
+        """A group's first phase: plan, finish an open change, land, enable, reload; no restart."""
+        self.read()
+        if self.check_mode:
+            return self.check()
+        self.settle_open()
+        self.prepare_files()
+        self.result["restart_due"] = self.plan.action in ("restart", "start", "verify_only")
+        return self.finish()
+
+    def restart(self, force=False):
+        """A group's second phase: restart (or start, or verify an unknown invocation) when due here or
+        ``force`` (a restart due on one node is due on all), then the gates where ``gates_here``."""
+        self.read(own_txn=True)
+        if self.check_mode:
+            return self.check()
+        if self.plan.action == "finish_restore":
+            raise self.failure("%s: an earlier run left its rollback unfinished: run the prepare phase first"
+                               % self.desired.service)
+        if force and self.plan.action in ("none", "keep_only", "verify_only"):
+            self.plan.action = "restart"
+            self.result["action"] = "restart"
+        self.before_start()
+        self.txn_phase("restarting")
+        verified = self.start_and_verify(rollback=False)
+        self.result["verified"] = True
+        self.gates(verified, rollback=False)
+        self.result["gates_passed"] = True
+        return self.finish()
+
+    def commit(self):
+        """A group's verdict was a pass: keep the set the verified invocation read, close the change, venv link,
+        record, claim."""
+        self.read(own_txn=True)
+        if self.check_mode:
+            return self.check()
+        ok, res = self.runner_factory("verified").execute()
+        self.result["restart"] = res
+        if not ok:
+            raise self.failure("%s: the server to commit did not verify: %s. Nothing was kept."
+                               % (self.desired.service, res.get("msg", "")))
+        self.plan.keep_needed = True
+        self.commit_set(res, None)
+        return self.finish()
+
+    def restore_phase(self, reason):
+        """A group's verdict was a no: restore this node's last good set and verify it."""
+        self.read(own_txn=True)
+        if self.check_mode:
+            return self.check()
+        if not self.desired.rollback:
+            txn_mod.close(self.directory)
+            raise self.failure("%s: %s. No rollback: sglang_rollback is false." % (self.desired.service, reason))
+        if not self.can_restore():
+            txn_mod.close(self.directory)
+            raise self.failure("%s: %s. No rollback: there is no previous unit (first deployment)."
+                               % (self.desired.service, reason))
+        outcome = self.restore(reason)
+        if not outcome["ok"]:
+            raise self.failure("%s: %s.\n%s" % (self.desired.service, reason, self.rollback_words(outcome)))
+        self.result["msg"] = "%s: %s.\n%s" % (self.desired.service, reason, self.rollback_words(outcome))
+        return self.finish()
+
+    # ---- the steps --------------------------------------------------------------------------------------------
+    def settle_open(self):
+        """An open transaction or restore of an earlier run is finished first (and the call fails saying so); a
+        transaction already verified and kept is only closed; one with nothing to go back to (a first
+        deployment) or under ``rollback: false`` is closed and this call goes on."""
+        if self.plan.txn_settled:
+            txn_mod.close(self.directory)
+            self.did("closed the transaction of a change verified and kept", changed=True)
+        if self.plan.action != "finish_restore":
+            return
+        record = self.host.txn
+        if not self.host.restore_open and (not self.desired.rollback or not self.can_restore()):
+            txn_mod.close(self.directory)
+            self.notice("%s: an earlier run's change (begun at %s) did not finish; %s: its transaction is closed "
+                        "and this run applies its own change"
+                        % (self.desired.service, _utc(record.get("since")),
+                           "sglang_rollback is false" if not self.desired.rollback else "there is nothing to go back to"))
+            self.did("closed an unfinished transaction", changed=True)
+            self.read()
+            return
+        if self.host.restore_open:
+            opened = self.host.restore_open
+            first = ("an earlier run's rollback of %s did not finish (begun at %s, back to the set of invocation %s; "
+                     "%s): the last good set goes back now"
+                     % (self.desired.service, _utc(opened.get("since")), opened.get("invocation_id") or "?",
+                        opened.get("reason") or ""))
+        else:
+            first = ("an earlier run's change of %s did not finish (begun at %s, phase %s%s): the files it replaced "
+                     "go back now" % (self.desired.service, _utc(record.get("since")), record.get("phase") or "?",
+                                      ", " + record["problem"] if record.get("problem") else ""))
+        self.did("finish the rollback an earlier run left open")
+        outcome = self.restore("finishing an earlier run's unfinished rollback")
+        raise self.failure("%s: %s: %s\n%s" % (self.desired.service, HEAD_UNFINISHED, first,
+                                               self.rollback_words(outcome)))
+
+    def txn_phase(self, phase, **extra):
+        record = txn_mod.load(self.directory)
+        if record and not self.check_mode:
+            txn_mod.set_phase(self.directory, record, phase, **extra)
+
+    def prepare_files(self):
+        """Open the transaction, land, enable, reload."""
+        plan = self.plan
+        if not (plan.land or plan.dirs or plan.enable):
+            return
+        if plan.land or plan.dirs:
+            txn_mod.begin(self.directory, self.desired.service, [spec.path for spec in plan.land],
+                          self.desired.secret_paths, self.desired.keep_secrets, self.clock)
+        try:
+            landed = land(plan, self.desired, self.run, systemctl=self.systemctl, clock=self.clock)
+        except LandError as exc:
+            # refused before any file landed (a unit systemd-analyze refuses, an owner that does not exist)
+            txn_mod.close(self.directory)
+            raise self.failure("%s: %s" % (self.desired.service, exc))
+        self.result["landed"] = landed
+        for path in landed["landed"]:
+            self.did("landed %s" % path)
+        for path in landed["removed"]:
+            self.did("removed %s" % path)
+        for path in landed["dirs"]:
+            self.did("directory %s" % path)
+        if landed["daemon_reload"]:
+            self.did("daemon-reload")
+        if landed["enabled"]:
+            self.did("enabled %s" % self.desired.unit)
+        self.txn_phase("landed")
+
+    def before_start(self):
+        """Stop the stray servers the operator named; free the GPUs before a start of a unit that is down."""
+        if self.stop_strays is not None:
+            processes = self.stop_strays() or []
+            self.result["strays"] = processes
+            for proc in processes:
+                self.did("%s: pid %s %s" % (proc.get("result"), proc.get("pid"), proc.get("cmdline", "")),
+                         changed=proc.get("result") in ("stopped", "killed"))
+        if (self.free_gpus is not None and self.host.active_state not in NOT_STOPPING
+                and self.plan.action in ("restart", "start", "verify_only")):
+            freed = self.free_gpus() or []
+            self.result["gpus_freed"] = freed
+            for proc in freed:
+                self.did("stopped GPU holder pid %s %s: %s" % (proc.get("pid"), proc.get("process_name", ""),
+                                                               proc.get("result")),
+                         changed=proc.get("result") in ("stopped", "killed"))
+
+    def head(self):
+        return HEAD_UNKNOWN if self.plan.action == "verify_only" else HEAD_CHANGE
+
+    def start_and_verify(self, rollback):
+        """The restart, start or verification of this call through the service runner; on failure the restore
+        (when ``rollback``) and the failure."""
+        action = self.plan.action
+        if action == "verify_only":
+            self.notice("%s: the running invocation %s was never verified by this role (the last verified one was %s: "
+                        "a run killed during its restart, a reboot or a crash restarted by systemd); verifying it "
+                        "now, and putting the last good configuration back if it fails"
+                        % (self.desired.service, self.host.invocation_id, self.host.manifest.get("invocation_id")))
+        ok, res = self.runner_factory(RUNNER_STATE.get(action, "started")).execute()
+        self.result["restart"] = res
+        if res.get("changed"):
+            self.did({"restart": "restarted", "start": "started"}.get(action, "started") + " " + self.desired.unit)
+        else:
+            self.did("verified %s" % self.desired.unit, changed=False)
+        if not ok:
+            self.fail_verification(res.get("msg", ""), res, rollback)
+        return res
+
+    def fail_verification(self, reason, failed, rollback):
+        """The failure of a change (or of a gate after it): the restore when ``rollback`` applies, then the one
+        message for every outcome."""
+        head = self.head()
+        if not rollback:
+            if self.plan.action == "start" or self.plan.action in ("none", "keep_only"):
+                raise self.failure("%s: %s%s" % (self.desired.service, reason, self.journal_words(failed)))
+            raise self.failure("%s: %s: %s%s" % (self.desired.service, head, reason, self.journal_words(failed)))
+        if not self.desired.rollback:
+            txn_mod.close(self.directory)
+            words = "No rollback: sglang_rollback is false."
+        elif not self.can_restore():
+            txn_mod.close(self.directory)
+            words = "No rollback: there is no previous unit (first deployment)."
+        else:
+            outcome = self.restore("%s on %s" % ("the running invocation failed verification"
+                                                  if self.plan.action == "verify_only"
+                                                  else "the change failed verification",
+                                                  self.desired.host_name or "this host"))
+            words = self.rollback_words(outcome)
+        raise self.failure("%s: %s: %s\n%s%s" % (self.desired.service, head, reason, words,
+                                                 self.journal_words(failed)))
+
+    @staticmethod
+    def journal_words(failed):
+        if not failed:
+            return ""
+        return "\nJournal of the failed invocation (last lines):\n" + "\n".join(failed.get("journal_tail") or [])
+
+    def rollback_words(self, outcome):
+        if not outcome["ok"]:
+            return ("ROLLBACK FAILED too: the previous configuration did not verify: %s\nThe restore stays open: the "
+                    "next run puts the last good set back again and verifies it." % outcome.get("msg", ""))
+        res = outcome["result"]
+        words = ("Rolled back: the last good configuration serves again (invocation %s, /health %s)."
+                 % (res.get("invocation_id"), res.get("health_status")))
+        back = outcome["put_back"] + ["%s (removed)" % path for path in outcome["removed"]]
+        if outcome["source"] == "manifest":
+            words += "\nPut back as the last verified start had them: %s." % (", ".join(back) or "nothing differed")
+        else:
+            words += ("\nPut back: the files this change replaced, as they were before it (this host has no "
+                      "last-good manifest yet): %s." % (", ".join(back) or "nothing differed"))
+        if self.desired.venv_versioned:
+            words += ("\nVenvs: the unit put back names the venv it ran; %s (the install record's) stays installed, "
+                      "and the link %s was not switched." % (self.desired.venv_versioned, self.desired.venv_link))
+        return words
+
+    def restore(self, reason):
+        """Put back every file the change touched and verify the restored server: the restore opened first
+        (restore.json: the next call finishes it if this one is killed), the unit stopped (no automatic restart of
+        the failing configuration meanwhile), the last-good manifest's set put back (the secrets file only when
+        it was kept), the transaction's copies for what the manifest does not cover, daemon-reload, restart,
+        verify; on success the set kept under the rolled-back invocation (closes the restore) and the transaction
+        closed. On failure both stay open."""
+        outcome = {"ok": False, "result": {}, "put_back": [], "removed": [], "missing": [], "source": "manifest",
+                   "msg": ""}
+        self.result["rolled_back"] = False
+        try:
+            restorable = self.manifest_restorable(_last_good.load_manifest(self.directory)[0])
+            if restorable:
+                _last_good.begin_restore(self.directory, reason)
+            else:
+                outcome["source"] = "transaction"
+            self.txn_phase("restoring")
+            self.systemctl.stop(self.desired.unit)
+            self.did("stopped %s (rollback)" % self.desired.unit)
+            if restorable:
+                back = _last_good.restore(self.directory, secret_paths=self.desired.secret_paths)
+                for key in ("put_back", "removed", "missing"):
+                    outcome[key].extend(back[key])
+            record = txn_mod.load(self.directory)
+            if record:
+                back = txn_mod.restore(record, skip=set(restorable))
+                for key in ("put_back", "removed", "missing"):
+                    outcome[key].extend(back[key])
+            self.systemctl.daemon_reload()
+            ok, res = self.runner_factory("restarted").execute()
+            outcome["result"] = res
+            if not ok:
+                outcome["msg"] = res.get("msg", "")
+            else:
+                _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
+                                secret_paths=self.desired.secret_paths, invocation_id=res.get("invocation_id") or "",
+                                keep_secrets=self.desired.keep_secrets)
+                txn_mod.close(self.directory)
+                outcome["ok"] = True
+        except Exception as exc:  # pylint: disable=broad-except  # the message says it; the restore stays open
+            outcome["msg"] = "%s: %s" % (type(exc).__name__, exc)
+        for path in outcome["put_back"]:
+            self.did("put back %s" % path)
+        for path in outcome["removed"]:
+            self.did("removed %s (rollback)" % path)
+        self.result["rolled_back"] = outcome["ok"]
+        self.result["rollback"] = {"ok": outcome["ok"], "put_back": outcome["put_back"],
+                                   "removed": outcome["removed"], "missing": outcome["missing"],
+                                   "source": outcome["source"], "result": outcome["result"], "msg": outcome["msg"]}
+        return outcome
+
+    def gates(self, verified, rollback):
+        """The gates where this host runs them: after a restart (a failure restores when ``rollback``) the
+        benchmark then the answers; on a server this call did not restart the answers, then the benchmark only
+        to set a missing baseline (or after a first start)."""
+        if not self.gates_here:
+            return None
+        bench = None
+        restarted = self.plan.action in ("restart", "verify_only") or rollback
+        order = ("bench", "answers") if restarted else ("answers", "bench")
+        for gate in order:
+            if gate == "bench" and self.bench_gate is not None:
+                self.txn_phase("gates")
+                try:
+                    bench = self.bench_gate(not restarted and not verified.get("changed")) or {}
+                except Exception as exc:  # pylint: disable=broad-except
+                    bench = {"ran": True, "regression": True, "msg": "benchmark gate: %s" % exc}
+                self.result["bench"] = bench.get("bench") or {}
+                self.result["bench_gate"] = bench.get("gate") or {}
+                if bench.get("ran"):
+                    self.did("benchmarked", changed=False)
+                if bench.get("regression"):
+                    self.fail_verification(bench.get("msg") or "benchmark regression", None, rollback)
+            if gate == "answers" and self.answers_gate is not None:
+                self.txn_phase("gates")
+                try:
+                    answers = self.answers_gate(verified.get("invocation_id") or "") or {}
+                except Exception as exc:  # pylint: disable=broad-except
+                    answers = {"failed": True, "msg": "correctness gate: %s" % exc}
+                self.result["answers"] = answers
+                if answers.get("changed"):
+                    self.did("recorded the answers baseline")
+                if answers.get("failed"):
+                    self.fail_verification(answers.get("msg") or "correctness gate failed", None, rollback)
+        return bench
+
+    def commit_set(self, verified, bench):
+        """The verdict is a pass: keep the set (only where the manifest is not already this invocation's exact
+        set), close the transaction, claim, venv link, record."""
+        plan = self.plan
+        invocation = verified.get("invocation_id") or ""
+        manifest = self.host.manifest
+        if plan.keep_needed or plan.action in ("restart", "start", "verify_only") or verified.get("changed") \
+                or manifest.get("invocation_id") != invocation:
+            self.txn_phase("verified", invocation_id=invocation)
+            kept = _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
+                                   secret_paths=self.desired.secret_paths, invocation_id=invocation,
+                                   keep_secrets=self.desired.keep_secrets)
+            manifest = kept["manifest"]
+            if kept["changed"]:
+                self.did("kept the last good set of invocation %s" % invocation)
+        if txn_mod.load(self.directory):
+            txn_mod.close(self.directory)
+        claim = inputs_claim(manifest, self.desired.rendered(), self.desired.withheld())
+        self.result["inputs"] = claim
+        if claim["mismatches"]:
+            raise self.failure(
+                "NOT DEPLOYED on %s: the verified invocation %s of %s read %s with other content than this run "
+                "rendered (or did not read it): another run or a hand edit replaced it before the start. This "
+                "run's configuration is not what runs; run it again to apply it."
+                % (self.desired.host_name or "this host", claim["invocation_id"], self.desired.service,
+                   ", ".join(claim["mismatches"])))
+        self.venv_link()
+        if self.recorder is not None:
+            started = plan.action in ("restart", "start", "verify_only") and verified.get("changed")
+            missing = bool(self.desired.record_path) and not os.path.lexists(self.desired.record_path)
+            ran = bool(bench and bench.get("ran"))
+            if started or missing or ran or (plan.action in ("none", "keep_only") and verified.get("changed")):
+                record = self.recorder(verified, bench) or {}
+                self.result["record"] = record
+                if record.get("changed"):
+                    self.did("wrote the deployment record")
+
+    def venv_link(self):
+        """Versioned venvs: the link follows the verified invocation's venv (a directory in its place is left and
+        named)."""
+        versioned, link = self.desired.venv_versioned, self.desired.venv_link
+        if not versioned or not link:
+            return
+        state = (self.host.links or {}).get(link) or {}
+        if state.get("isdir") and not state.get("islnk"):
+            self.notice("%s is a directory (an unversioned venv from before gpuserve.sglang 0.2, or one made by hand): "
+                        "it is no longer what the unit runs (%s is) and is left as it is. Remove it once you no longer "
+                        "need it, and the next run makes %s a link to the running venv." % (link, versioned, link))
+            return
+        if state.get("islnk") and state.get("target") == versioned:
+            return
+        tmp = link + ".gpuserve-link"
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        os.symlink(versioned, tmp)
+        os.rename(tmp, link)
+        self.did("linked %s -> %s" % (link, versioned))

@@ -1,0 +1,378 @@
+# SPDX-License-Identifier: GPL-3.0-or-later
+"""The server's on-host state machine (module_utils/_server/machine.py) without a host: a temporary directory for
+every path, a fake systemctl, a fake service runner and the real _last_good / txn / land code."""
+import json
+import os
+import time
+
+import pytest
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_mod
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import (
+    HEAD_UNFINISHED, Killed, LifecycleFailure)
+
+from server_fakes import KEY, SERVICE, Host, fail_start
+
+
+@pytest.fixture
+def host(tmp_path):
+    return Host(tmp_path)
+
+
+def deployed(host, version="1", **kwargs):
+    """A host deployed and verified with ``version``, every file older than the running invocation."""
+    host.write(host.nccl, "NCCL_P2P_LEVEL=SYS\n")
+    host.write(host.site, "import os  # v1\n")
+    host.write(host.record, '{"sglang": "0.5.9"}\n')
+    result = host.machine(host.desired(version, **kwargs)).converge()
+    host.age_everything()
+    host.runners.calls[:] = []
+    host.systemctl.commands[:] = []
+    return result
+
+
+def manifest(host):
+    with open(host.last_good + "/manifest.json") as handle:
+        return json.load(handle)
+
+
+def test_first_deployment_lands_every_file_starts_and_keeps_the_set(host):
+    result = deployed(host)
+    assert result["action"] == "start" and result["changed"]
+    assert host.read(host.unit).endswith("--v 1\n")
+    assert oct(os.stat(host.env).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(host.secrets).st_mode & 0o777) == "0o640"
+    assert oct(os.stat(host.launcher).st_mode & 0o777) == "0o755"
+    data = manifest(host)
+    assert data["invocation_id"] == "inv1"
+    assert sorted(data["files"]) == sorted([host.unit, host.env, host.secrets, host.launcher, host.nccl, host.site,
+                                            host.record])
+    assert data["files"][host.nccl]["restorable"] and "restorable" not in data["files"][host.record]
+    assert "restorable" not in data["files"][host.secrets]   # not kept unless keep_secrets
+    assert not os.path.exists(host.last_good + "/txn.json")
+    assert result["inputs"]["mismatches"] == [] and result["inputs"]["files"][host.env] == "withheld"
+    assert host.systemctl.props["UnitFileState"] == "enabled"
+
+
+def test_an_unchanged_host_is_one_call_that_writes_nothing(host):
+    deployed(host)
+    before = host.snapshot()
+    result = host.machine(host.desired("1")).converge()
+    assert result["action"] == "none" and not result["changed"]
+    assert result["reasons"] == [] and result["diff"] == []
+    assert host.snapshot() == before
+    assert host.systemctl.commands == []
+    assert host.runners.calls == [("started", False)]     # the running invocation verified, not restarted
+
+
+def test_a_change_lands_atomically_restarts_once_and_keeps_the_new_set(host):
+    deployed(host)
+    result = host.machine(host.desired("2")).converge()
+    assert result["action"] == "restart"
+    assert host.runners.calls == [("restarted", False)]
+    assert host.systemctl.commands == ["daemon-reload"]
+    assert host.read(host.unit).endswith("--v 2\n") and "V=2" in host.read(host.env)
+    assert manifest(host)["invocation_id"] == "inv2"
+    assert not os.path.exists(host.last_good + "/txn.json")
+    assert not [name for name in os.listdir(host.last_good) if name.startswith("txn-")]
+    # no temporary file left beside the landed ones
+    assert not [n for n in os.listdir(os.path.dirname(host.env)) if n.startswith(".gpuserve-")]
+
+
+def test_the_unit_replaced_is_kept_timestamped_and_a_hand_made_one_once_as_orig(host):
+    host.write(host.unit, "[Service]\nExecStart=/root/ml-env/bin/python3 -m sglang --tp 8\n")
+    host.systemctl.new_invocation()
+    host.age_everything()
+    assert host.machine(host.desired("1")).converge()["action"] == "restart"   # the takeover
+    orig = os.path.join(host.backup, SERVICE + ".service.orig")
+    assert "sglang --tp 8" in host.read(orig)
+    for version in ("2", "3", "4"):
+        host.machine(host.desired(version)).converge()
+    copies = sorted(n for n in os.listdir(host.backup) if n.startswith(SERVICE + ".service.2"))
+    assert len(copies) == 2                         # backup_keep
+    assert "sglang --tp 8" in host.read(orig)       # never overwritten
+
+
+def test_keep_only_when_a_kept_copy_is_gone_no_restart(host):
+    deployed(host)
+    entry = manifest(host)["files"][host.nccl]
+    os.unlink(entry["kept_at"])
+    result = host.machine(host.desired("1")).converge()
+    assert result["action"] == "keep_only"
+    assert host.runners.calls == [("started", False)]
+    assert os.path.exists(entry["kept_at"])
+
+
+def test_a_unit_refused_by_systemd_analyze_lands_nothing(host):
+    deployed(host)
+    before = host.snapshot()
+
+    def refuse(argv, timeout=None):
+        assert os.path.basename(argv[-1]) == SERVICE + ".service"
+        return 1, "", "%s.service:3: Unknown key name 'ExecStrat'" % SERVICE
+
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2"), run=refuse).converge()
+    assert "systemd-analyze verify refused" in info.value.msg and "Nothing was changed" in info.value.msg
+    after = host.snapshot()
+    assert {p: v for p, v in after.items() if "/last-good" not in p} == \
+        {p: v for p, v in before.items() if "/last-good" not in p}
+    assert not os.path.exists(host.last_good + "/txn.json")
+    assert host.runners.calls == []
+
+
+def test_a_failing_gate_restores_every_file_it_touched_and_verifies_the_restored_server(host):
+    deployed(host)
+    good = {path: host.read(path) for path in (host.unit, host.env, host.launcher, host.nccl, host.site)}
+    # another role changed nccl.env and sitecustomize.py after the invocation started (stale: one restart)
+    host.write(host.nccl, "NCCL_P2P_LEVEL=NVL\n")
+    host.write(host.site, "import os  # v2\n")
+    answers = []
+
+    def answers_gate(invocation_id):
+        answers.append(invocation_id)
+        return {"failed": True, "msg": "correctness gate: 8 of 8 prompts answer otherwise than the baseline"}
+
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2", launcher="launcher 2\n"), answers_gate=answers_gate).converge()
+    msg = info.value.msg
+    assert answers == ["inv2"]
+    assert "%s: the new configuration failed verification: correctness gate: 8 of 8" % SERVICE in msg
+    assert "Rolled back: the last good configuration serves again (invocation inv3, /health 200)." in msg
+    for path, text in good.items():
+        assert host.read(path) == text, path
+        assert path in msg                  # named as put back
+    assert host.runners.calls == [("restarted", False), ("restarted", False)]
+    assert host.systemctl.commands[-2:] == ["stop %s.service" % SERVICE, "daemon-reload"]
+    assert manifest(host)["invocation_id"] == "inv3"
+    assert not os.path.exists(host.last_good + "/restore.json")
+    assert not os.path.exists(host.last_good + "/txn.json")
+    assert info.value.result["rolled_back"] is True
+    assert KEY not in json.dumps(info.value.result) and KEY not in msg
+
+
+@pytest.mark.parametrize("keep_secrets", [False, True])
+def test_the_secrets_file_is_not_restored_unless_keep_secrets(host, keep_secrets):
+    deployed(host, keep_secrets=keep_secrets)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2", key="sk-rotated-key-2", keep_secrets=keep_secrets)).converge()
+    assert "Rolled back" in info.value.msg
+    assert "V=1" in host.read(host.env)
+    expected = KEY if keep_secrets else "sk-rotated-key-2"
+    assert host.read(host.secrets) == "api-key: %s\n" % expected
+    assert "Journal of the failed invocation (last lines):" in info.value.msg
+    assert KEY not in info.value.msg and "sk-rotated-key-2" not in info.value.msg
+
+
+def test_a_rollback_killed_after_the_stop_is_finished_by_the_next_call_with_the_unit_stopped(host):
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+
+    def killed():
+        raise Killed()
+
+    host.systemctl.on_stop = killed
+    with pytest.raises(Killed):
+        host.machine(host.desired("2")).converge()
+    host.systemctl.on_stop = None
+    assert host.systemctl.props["ActiveState"] == "inactive"
+    assert os.path.exists(host.last_good + "/restore.json")
+    assert "--v 2" in host.read(host.unit)        # the mix a killed rollback leaves
+    # the next call, whatever it was asked (here: the same change again), finishes the rollback first
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert info.value.result["action"] == "finish_restore"
+    assert HEAD_UNFINISHED in info.value.msg
+    assert "Rolled back: the last good configuration serves again" in info.value.msg
+    assert "--v 1" in host.read(host.unit) and "V=1" in host.read(host.env)
+    assert host.systemctl.props["ActiveState"] == "active"
+    assert not os.path.exists(host.last_good + "/restore.json")
+    assert not os.path.exists(host.last_good + "/txn.json")
+    # and the call after it applies the change
+    result = host.machine(host.desired("2")).converge()
+    assert result["action"] == "restart" and "--v 2" in host.read(host.unit)
+
+
+def test_an_open_transaction_on_a_host_without_a_manifest_is_restored_from_its_copies(host):
+    hand_unit = "[Service]\nExecStart=/root/ml-env/bin/python3 -m sglang --tp 8\n"
+    host.write(host.unit, hand_unit)
+    host.write(host.env, "HAND=1\n")
+    host.systemctl.new_invocation()
+    host.age_everything()
+
+    def killed(state):
+        raise Killed()
+
+    host.runners.hooks.append(killed)
+    with pytest.raises(Killed):                 # killed during the restart of the takeover
+        host.machine(host.desired("1")).converge()
+    assert not os.path.exists(host.last_good + "/manifest.json")
+    assert txn_mod.load(host.last_good)["phase"] in ("landed", "restarting")
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("1")).converge()
+    assert HEAD_UNFINISHED in info.value.msg
+    assert "this host has no last-good manifest yet" in info.value.msg
+    assert host.read(host.unit) == hand_unit and host.read(host.env) == "HAND=1\n"
+    assert host.read(host.launcher) is None         # it did not exist before the change: removed
+    assert not os.path.exists(host.last_good + "/txn.json")
+    assert manifest(host)["invocation_id"] == host.systemctl.props["InvocationID"]
+
+
+def test_an_unknown_invocation_is_verified_inside_the_rollbacks_reach(host):
+    deployed(host)
+    host.systemctl.new_invocation()    # a crash restarted by systemd, or a killed run's restart
+    host.age_everything()
+    result = host.machine(host.desired("1")).converge()
+    assert result["action"] == "verify_only"
+    assert host.runners.calls == [("started", False)]
+    assert any("was never verified by this role" in n for n in result["notices"])
+    assert manifest(host)["invocation_id"] == host.systemctl.props["InvocationID"]
+    # and when it fails, the last good set goes back
+    host.systemctl.new_invocation()
+    host.age_everything()
+    host.runners.hooks.append(lambda state: (False, {"msg": "HiCache missing on rank 1", "journal_tail": []}))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("1")).converge()
+    assert "which no run had verified (a killed run left it), failed verification" in info.value.msg
+    assert "Rolled back: the last good configuration serves again" in info.value.msg
+
+
+def test_a_stale_invocation_restarts_once(host):
+    deployed(host)
+    later = time.time() + 5
+    for path in (host.nccl, host.site):
+        os.utime(path, (later, later))
+    result = host.machine(host.desired("1")).converge()
+    assert result["action"] == "restart"
+    assert host.runners.calls == [("restarted", False)]
+    assert "%s changed after the running invocation started" % host.nccl in result["reasons"]
+
+
+def test_first_deployment_failing_has_no_rollback_and_says_so(host):
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("1")).converge()
+    assert "No rollback: there is no previous unit (first deployment)." in info.value.msg
+    assert not os.path.exists(host.last_good + "/txn.json")
+
+
+def test_no_rollback_when_rollback_is_false(host):
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2", rollback=False)).converge()
+    assert "No rollback: sglang_rollback is false." in info.value.msg
+    assert "--v 2" in host.read(host.unit)
+    assert not os.path.exists(host.last_good + "/txn.json")
+
+
+def test_rollback_failing_too_leaves_the_restore_open(host):
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    host.runners.hooks.append(fail_start(host.systemctl, msg="still broken"))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert "ROLLBACK FAILED too: the previous configuration did not verify: still broken" in info.value.msg
+    assert os.path.exists(host.last_good + "/restore.json")
+
+
+def test_check_mode_writes_nothing_and_the_diff_holds_no_secret(host):
+    deployed(host)
+    before = host.snapshot()
+    result = host.machine(host.desired("2", key="sk-rotated-key-2"), check_mode=True).converge()
+    assert host.snapshot() == before
+    assert result["changed"] and result["action"] == "restart"
+    assert host.runners.calls == [] and host.systemctl.commands == []
+    by_path = {entry["before_header"]: entry for entry in result["diff"]}
+    assert set(by_path) == {host.unit, host.env, host.secrets}
+    assert by_path[host.secrets]["before"].startswith("<not shown: it holds the keys>")
+    assert "V=2" in by_path[host.env]["after"]
+    text = json.dumps(result)
+    assert KEY not in text and "sk-rotated-key-2" not in text
+    assert "--v 2" in by_path[host.unit]["after"] and "--v 1" in by_path[host.unit]["before"]
+
+
+def test_state_verified_writes_nothing(host):
+    deployed(host)
+    before = host.snapshot()
+    result = host.machine(host.desired("1")).verified()
+    assert host.runners.calls == [("verified", True)]     # the runner gets a state store that writes nothing
+    assert host.snapshot() == before and not result["changed"]
+
+
+def test_state_due_reasons(host):
+    deployed(host)
+    result = host.machine(host.desired("1")).due()
+    assert result["due"] is False and result["reasons"] == []
+    result = host.machine(host.desired("2", launcher="launcher 2\n")).due()
+    assert result["reasons"] == ["unit would change", "environment file would change",
+                                 "launcher %s would change" % host.launcher]
+    result = host.machine(host.desired("1", key="sk-rotated-key-2")).due()
+    assert result["reasons"] == ["environment file would change", "secrets file would change"]
+    later = time.time() + 5
+    os.utime(host.nccl, (later, later))
+    assert host.machine(host.desired("1")).due()["reasons"] == [
+        "%s changed after the running invocation started" % host.nccl]
+    host.systemctl.props["ActiveState"] = "inactive"
+    assert host.machine(host.desired("1")).due()["reasons"] == ["not running"]
+    assert host.runners.calls == []
+
+
+def test_a_file_replaced_by_another_writer_before_the_start_is_not_claimed(host):
+    deployed(host)
+
+    def writer(state):
+        with open(host.env, "a") as handle:
+            handle.write("INTRUDER=1\n")
+
+    host.runners.hooks.append(writer)
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert info.value.msg.startswith("NOT DEPLOYED on node-a: ")
+    assert host.env in info.value.msg and KEY not in info.value.msg
+
+
+def test_a_benchmark_regression_restores_and_the_record_follows_a_verified_start(host):
+    deployed(host)
+    records = []
+
+    def bench(only_without_baseline):
+        return {"ran": True, "bench": {"output_throughput": 50.0}, "regression": True,
+                "gate": {"regression": True}, "msg": "benchmark regression: 50.0 output tok/s"}
+
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2"), bench_gate=bench,
+                     recorder=lambda verified, b: records.append(verified) or {"changed": True}).converge()
+    assert "benchmark regression" in info.value.msg and "Rolled back" in info.value.msg
+    assert records == []       # no record of a change that did not pass
+    ok = host.machine(host.desired("2"), bench_gate=lambda only: {"ran": True, "regression": False,
+                                                                  "bench": {}, "gate": {}},
+                      recorder=lambda verified, b: records.append((verified["invocation_id"], b["ran"]))
+                      or {"changed": True}).converge()
+    assert records == [(host.systemctl.props["InvocationID"], True)]
+    assert "wrote the deployment record" in ok["actions"]
+
+
+def test_group_phases_prepare_restart_commit(host):
+    deployed(host)
+    desired = host.desired("2")
+    prepared = host.machine(desired).prepare()
+    assert prepared["restart_due"] is True and host.runners.calls == []
+    assert os.path.exists(host.last_good + "/txn.json")       # open until commit or restore
+    restarted = host.machine(desired, force_restart=True).restart()
+    assert restarted["verified"] and host.runners.calls == [("restarted", False)]
+    committed = host.machine(desired).commit()
+    assert manifest(host)["invocation_id"] == host.systemctl.props["InvocationID"]
+    assert not os.path.exists(host.last_good + "/txn.json") and committed["inputs"]["mismatches"] == []
+
+
+def test_group_restore_puts_the_last_good_set_back(host):
+    deployed(host)
+    desired = host.desired("2")
+    host.machine(desired).prepare()
+    host.machine(desired).restart()
+    result = host.machine(desired).restore_phase("node b failed its restart")
+    assert result["rolled_back"] and "--v 1" in host.read(host.unit)
+    assert "Rolled back: the last good configuration serves again" in result["msg"]
+    assert not os.path.exists(host.last_good + "/txn.json")
