@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the install role: whether a hash lock has a wheel set for the host's Python.
+"""Filters of the install role: a hash lock's requirements, the line of the package to install, and whether the
+lock has a wheel set for the host's Python.
 
 A lock written by scripts/gen-sglang-lock.py says in its header which CPython versions and which platform its
 hashes are for ("CPython 3.11 3.12, manylinux_2_34_x86_64 wheels only"); pip --require-hashes cannot install it on
@@ -21,6 +22,26 @@ from ansible.errors import AnsibleFilterError
 
 _HEADER_RE = re.compile(r"^#\s*Written by scripts/gen-sglang-lock\.py: CPython ([0-9. ]+), (\S+) wheels only", re.M)
 _PYTHON_RE = re.compile(r"^(\d+)\.(\d+)(\.\d+)?$")
+# A backslash at the end of a line continues it; '#' at a line's start or after a blank starts a comment.
+_JOIN_RE = re.compile(r"\\[ \t]*\n")
+_COMMENT_RE = re.compile(r"(^|\s)#.*$")
+
+
+def sglang_lock_requirements(text):
+    """The requirements of a hash lock's text, one string each: continued lines joined (with a blank), comments
+    and surrounding blanks taken off, empty lines dropped."""
+    if not isinstance(text, str):
+        raise AnsibleFilterError("sglang_lock_requirements: the lock's text must be a string, got %s"
+                                 % type(text).__name__)
+    lines = (_COMMENT_RE.sub("", line).strip() for line in _JOIN_RE.sub(" ", text).splitlines())
+    return [line for line in lines if line]
+
+
+def sglang_lock_package_re(package, version):
+    """The regular expression that matches the lock line of ``package``==``version`` (any case, '-', '_' and '.'
+    alike in the name as pip compares them, optional extras, then a blank, a marker or the end)."""
+    return "(?i)%s(\\[[^\\]]*\\])?==%s(\\s|;|\\Z)" % (re.sub(r"[-_.]+", "[-_.]+", str(package)),
+                                                      re.escape(str(version)))
 
 
 def sglang_lock_pythons(text):
@@ -65,4 +86,6 @@ class FilterModule(object):
         return {
             "sglang_lock_pythons": sglang_lock_pythons,
             "sglang_lock_python_problems": sglang_lock_python_problems,
+            "sglang_lock_requirements": sglang_lock_requirements,
+            "sglang_lock_package_re": sglang_lock_package_re,
         }

@@ -37,7 +37,10 @@ def test_the_install_record_names_the_lock_not_its_controller_path():
     env.filters["bool"] = bool
     env.filters["basename"] = os.path.basename
 
+    lock_from = env.from_string(task["vars"]["_install_lock_from"])   # the task's var the expression reads
+
     def render(**variables):
+        variables["_install_lock_from"] = lock_from.render(**variables)
         return env.from_string(expr).render(sglang_pip_require_hashes=True, **variables).strip()
 
     here = render(sglang_pip_lock="", _install_lock_file="/home/a/src/roles/install/files/locks/sglang-0.5.9.txt")

@@ -2,12 +2,15 @@
 """The install role refuses, before any change, a host whose base Python the release's hash lock has no wheel set
 for (issue 42: Debian 13's Python 3.13 and SGLang 0.5.23's lock, CPython 3.11 and 3.12 only), naming the ways."""
 import os
+import re
 
 import pytest
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.filter.sglang_lock import (sglang_lock_python_problems,
-                                                                            sglang_lock_pythons)
+from ansible_collections.gpuserve.sglang.plugins.filter.sglang_lock import (sglang_lock_package_re,
+                                                                            sglang_lock_python_problems,
+                                                                            sglang_lock_pythons,
+                                                                            sglang_lock_requirements)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 LOCKS = os.path.join(ROOT, "roles", "install", "files", "locks")
@@ -57,3 +60,39 @@ def test_the_pythons_read_once_serve_as_the_input_too():
     pythons = sglang_lock_pythons(_lock("sglang-0.5.23.txt"))
     assert sglang_lock_python_problems(pythons, "3.12") == []
     assert sglang_lock_python_problems(pythons, "3.13")
+
+
+def test_lock_requirements_join_continued_lines_and_drop_comments_and_blanks():
+    text = ("# header\n\nsglang==0.5.9 \\\n    --hash=sha256:%s  # pinned\naiohttp==3.9.0 --hash=sha256:%s\n"
+            "   \n#only a comment\nx==1#not a comment\n" % ("a" * 64, "b" * 64))
+    # the continuation's indent stays (pip reads the blanks as one)
+    assert sglang_lock_requirements(text) == ["sglang==0.5.9      --hash=sha256:" + "a" * 64,
+                                              "aiohttp==3.9.0 --hash=sha256:" + "b" * 64, "x==1#not a comment"]
+    assert sglang_lock_requirements("") == []
+    with pytest.raises(AnsibleFilterError, match="must be a string"):
+        sglang_lock_requirements(None)
+
+
+def test_every_shipped_lock_has_its_own_package_line():
+    for name in sorted(os.listdir(LOCKS)):
+        version = name[len("sglang-"):-len(".txt")]
+        lines = [line for line in sglang_lock_requirements(_lock(name))
+                 if re.match(sglang_lock_package_re("sglang", version), line)]
+        assert len(lines) == 1 and lines[0].startswith("sglang==%s " % version), name
+
+
+@pytest.mark.parametrize("line, matches", [
+    ("sglang==0.5.9 --hash=sha256:00", True),
+    ("SGLang[all]==0.5.9; python_version >= '3.10' --hash=sha256:00", True),
+    ("sglang==0.5.9", True),
+    ("sglang==0.5.90 --hash=sha256:00", False),
+    ("sglang==0x5y9 --hash=sha256:00", False),
+    ("sglang-router==0.5.9 --hash=sha256:00", False),
+])
+def test_lock_package_re_matches_the_package_and_version_only(line, matches):
+    assert bool(re.match(sglang_lock_package_re("sglang", "0.5.9"), line)) is matches
+
+
+def test_lock_package_re_takes_dash_underscore_and_dot_alike():
+    pattern = sglang_lock_package_re("flash_attn.x", "2.0")
+    assert all(re.match(pattern, name + "==2.0 ") for name in ("flash-attn-x", "Flash_Attn_X", "flash.attn-x"))
