@@ -158,5 +158,6 @@ class Desired(object):
         return cls(params["name"], files, dirs, params.get("reads") or [], params.get("install_record") or "",
                    params.get("backup_dir") or "/etc/sglang/backup", params.get("backup_keep", 5),
                    params.get("keep_secrets"), params.get("rollback", True), params.get("secrets_to_mask") or [],
-                   venv.get("versioned") or "", venv.get("link") or "", record.get("md_path") or "",
-                   params.get("host_name") or "")
+                   venv.get("versioned") or "", venv.get("link") or "",
+                   record.get("record_md_path") or record.get("md_path") or "",
+                   params.get("host_name") or record.get("host") or "")

@@ -330,7 +330,13 @@ class ServerLifecycle(object):
                          changed=proc.get("result") in ("stopped", "killed"))
         if (self.free_gpus is not None and self.host.active_state not in NOT_STOPPING
                 and self.plan.action in ("restart", "start", "verify_only")):
-            freed = self.free_gpus() or []
+            try:
+                freed = self.free_gpus() or []
+            except Exception as exc:  # pylint: disable=broad-except
+                raise self.failure("%s: the GPUs could not be freed before the start (%s); the server was not "
+                                   "started%s" % (self.desired.service, exc,
+                                                  "; the files this run landed go back with the next run"
+                                                  if txn_mod.load(self.directory) else ""))
             self.result["gpus_freed"] = freed
             for proc in freed:
                 self.did("stopped GPU holder pid %s %s: %s" % (proc.get("pid"), proc.get("process_name", ""),

@@ -1,0 +1,558 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright (c) gpuserve.sglang contributors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_server
+short_description: The SGLang server's on-host life - compare, land, restart, verify, gates, keep or roll back
+version_added: "1.1.0"
+description:
+  - Takes the desired state of one SGLang server unit on one host (the unit, its environment file, the secrets file
+    for SGLang's C(--config), the launcher, the directories, the other files the server reads) and does, in Python on
+    the host - compare with what is there (the diff in C(--diff)); open a write-ahead transaction
+    (C(<backup_dir>/last-good/txn.json)) with a copy of every file it will replace; land the files atomically
+    (temporary file and rename; the unit only after C(systemd-analyze verify) accepted it); enable, daemon-reload;
+    restart ONCE (through C(deactivating)) or start, and verify the new invocation (M(gpuserve.sglang.sglang_service)'s
+    runner); run the gates (benchmark, answers); then keep the set the verified invocation read as the last good one,
+    write the deployment record and claim only what it rendered - or restore EVERY file the change touched and
+    verify the restored server.
+  - A rollback or change an earlier run left open (a killed run) is finished first, whatever this call was asked and
+    also when the unit is stopped; the call then fails saying so (run it again to apply its change).
+  - A running invocation no verified start knows (a killed run's, a reboot, a crash restarted by systemd) is verified
+    inside the rollback's reach; a running invocation older than a file it reads is restarted once; an unchanged host
+    costs one call that writes nothing.
+  - O(phase) splits the work for a group of hosts that moves as one (the nodes of one server, a prefill/decode pair);
+    the YAML takes the verdict across hosts.
+  - The logic is in C(plugins/module_utils/_server/) (a state machine tested without a host); standard library only
+    on the host.
+author:
+  - gpuserve.sglang maintainers (@gpuserve)
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads and plans only; returns RV(action), RV(reasons) and RV(diff), writes nothing and restarts nothing.
+  diff_mode:
+    support: full
+    details:
+      - Each file that would change, before and after; the secrets file's text is never shown, the environment
+        file's is masked by the collection's one masking rule.
+  platform:
+    details: Linux hosts with systemd.
+options:
+  name:
+    description: The unit's name without C(.service).
+    type: str
+    required: true
+  state:
+    description:
+      - V(deployed) - the desired state lands, the server restarts when due, is verified and gated (O(phase)).
+      - V(verified) - verify the running invocation; writes NOTHING (not even the service state file).
+      - V(due) - read and plan only; RV(due) and RV(reasons).
+    type: str
+    choices: [deployed, verified, due]
+    default: deployed
+  phase:
+    description:
+      - V(converge) - one host, all of it in one call.
+      - V(prepare) - a group's first phase - finish an open change, land, enable, reload; no restart (RV(restart_due)).
+      - V(restart) - restart (or start, or verify) when due here or O(force_restart), then the gates where O(gates_here).
+      - V(commit) - the group's verdict was a pass - keep the set, close the change, venv link, record, claim.
+      - V(restore) - the group's verdict was a no - put the last good set back and verify it (O(reason)).
+    type: str
+    choices: [converge, prepare, restart, commit, restore]
+    default: converge
+  force_restart:
+    description: With O(phase=restart) - restart although nothing is due here (a restart due on one node is due on all).
+    type: bool
+    default: false
+  reason:
+    description: With O(phase=restore) - why the group restores (in the message).
+    type: str
+    default: the group's verdict was a no
+  unit:
+    description: The unit file (0644 root:root); checked with C(systemd-analyze verify) before it lands.
+    type: dict
+    required: true
+    suboptions:
+      path: {description: Where it lives., type: path, required: true}
+      content: {description: Its text., type: str, required: true}
+  env:
+    description: The environment file (0600 root:root).
+    type: dict
+    required: true
+    suboptions:
+      path: {description: Where it lives., type: path, required: true}
+      content: {description: Its text (may hold the API key; never logged)., type: str, required: true, no_log: true}
+  secrets:
+    description: The secrets file SGLang reads with C(--config) (0640 root:O(secrets.group)); absent when empty.
+    type: dict
+    suboptions:
+      path: {description: Where it lives., type: path, required: true}
+      content: {description: Its text; empty means the file must be absent. Never logged., type: str, default: "",
+                no_log: true}
+      group: {description: Its group (the service user's)., type: str, default: root}
+  launcher:
+    description: The launcher that masks the keys in SGLang's output (0755 root:root).
+    type: dict
+    suboptions:
+      path: {description: Where it lives., type: path, required: true}
+      content: {description: Its text., type: str, required: true}
+  dirs:
+    description: Directories that must exist (root-owned).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: The directory., type: path, required: true}
+      mode: {description: Its mode., type: str, default: "0755"}
+  reads:
+    description: Other files the server reads at its start (nccl.env, sitecustomize.py, the .pth hook); restorable.
+    type: list
+    elements: path
+    default: []
+  install_record:
+    description: The install record of the venv the unit runs - read at start (a newer one makes the invocation
+      stale), never restored.
+    type: path
+  backup_dir:
+    description: Where the replaced units, the last-good set and the transaction live.
+    type: path
+    default: /etc/sglang/backup
+  backup_keep:
+    description: Timestamped copies of replaced units kept.
+    type: int
+    default: 5
+  keep_secrets:
+    description: Keep (and restore) the secrets file in the last-good set; off, a rollback never undoes a rotated key.
+    type: bool
+    default: false
+  rollback:
+    description: Put the last good set back when verification or a gate fails.
+    type: bool
+    default: true
+  service:
+    description: How the restart is verified (M(gpuserve.sglang.sglang_service)'s options).
+    type: dict
+    default: {}
+    suboptions:
+      timeout: {description: Seconds the restart may take., type: int, default: 1800}
+      health_url: {description: The server's /health URL., type: str}
+      expect: {description: Regular expressions each start must print., type: list, elements: str, default: []}
+      extra_fail_patterns: {description: More fatal lines., type: list, elements: str, default: []}
+      state_dir: {description: The verified-start records., type: path, default: /var/lib/gpuserve-sglang}
+  api_key:
+    description: The server's API key, for the gates (C(Authorization) header). Never logged.
+    type: str
+    default: ""
+  secrets_to_mask:
+    description: Every key - masked in every message and result (the one masking rule).
+    type: list
+    elements: str
+    default: []
+  stop_processes:
+    description: Stray servers to stop before the start (M(gpuserve.sglang.sglang_stop_processes)).
+    type: dict
+    default: {}
+    suboptions:
+      match: {description: Fixed strings of their command lines., type: list, elements: str, default: []}
+      timeout: {description: Seconds between SIGTERM and SIGKILL., type: float, default: 30.0}
+  free_gpus:
+    description: Before a start of a unit that is down, stop what holds the GPUs (this host's processes only).
+    type: dict
+    default: {}
+    suboptions:
+      enabled: {description: Do it., type: bool, default: false}
+      nvidia_smi: {description: The nvidia-smi binary., type: path, default: /usr/bin/nvidia-smi}
+  gates_here:
+    description: Run the gates on this host (node 0 of a server over several hosts).
+    type: bool
+    default: true
+  bench:
+    description: The benchmark gate's settings (M(gpuserve.sglang.sglang_bench)'s options plus C(baseline_tok_s),
+      C(threshold_pct)); off when empty.
+    type: dict
+    default: {}
+  answers:
+    description: The correctness gate's options (M(gpuserve.sglang.sglang_answers)'s); off when empty.
+    type: dict
+    default: {}
+  record:
+    description: The deployment record's inputs (C(plugins/module_utils/_record.py) deploy_record's params, with
+      C(record_md_path), C(record_json_path), C(python)); no record when empty.
+    type: dict
+    default: {}
+  venv_link:
+    description: Versioned venvs - the link follows the verified invocation's venv.
+    type: dict
+    default: {}
+    suboptions:
+      versioned: {description: The venv the unit runs., type: path}
+      link: {description: The link., type: path}
+  host_name:
+    description: This host's name in messages (the inventory name); default the record's C(host), else the host's name.
+    type: str
+seealso:
+  - module: gpuserve.sglang.sglang_service
+  - module: gpuserve.sglang.sglang_last_good
+"""
+
+EXAMPLES = r"""
+- name: Land, restart once, verify, gate, keep or roll back
+  gpuserve.sglang.sglang_server:
+    name: sglang-kimi
+    unit: {path: /etc/systemd/system/sglang-kimi.service, content: "{{ unit_text }}"}
+    env: {path: /etc/sglang/sglang-kimi.env, content: "{{ env_text }}"}
+    secrets: {path: /etc/sglang/sglang-kimi.secrets.yaml, content: "{{ secrets_text }}", group: sglang}
+    reads: [/etc/sglang/nccl.env]
+    install_record: /opt/sglang/install-record.json
+    service: {timeout: 3600, health_url: http://127.0.0.1:30000/health}
+    secrets_to_mask: ["{{ sglang_api_key }}"]
+  no_log: true
+
+- name: Is a restart due here
+  gpuserve.sglang.sglang_server:
+    name: sglang-kimi
+    state: due
+    unit: {path: /etc/systemd/system/sglang-kimi.service, content: "{{ unit_text }}"}
+    env: {path: /etc/sglang/sglang-kimi.env, content: "{{ env_text }}"}
+  register: due
+"""
+
+RETURN = r"""
+action:
+  description: What the plan chose - V(finish_restore), V(restart), V(start), V(verify_only), V(keep_only), V(none)
+    (V(verified) for O(state=verified)).
+  returned: always
+  type: str
+reasons:
+  description: Why a restart is due (C(not running), C(unit would change), C(<path> changed after the running
+    invocation started)...).
+  returned: always
+  type: list
+  elements: str
+due:
+  description: Whether a restart is due (RV(reasons) not empty).
+  returned: always
+  type: bool
+restart_due:
+  description: O(phase=prepare) - whether this node restarts, starts or verifies in the restart phase.
+  returned: with O(phase=prepare)
+  type: bool
+diff:
+  description: Before and after of each file that changes (no secret in it).
+  returned: always
+  type: list
+  elements: dict
+actions:
+  description: What this call did, in order.
+  returned: always
+  type: list
+  elements: str
+restart:
+  description: The service runner's result of the restart, start or verification (invocation_id, main_pid, hicache,
+    kv_cache, health_status, timeline, journal_tail...).
+  returned: always
+  type: dict
+bench:
+  description: The benchmark's result ({} when it did not run).
+  returned: always
+  type: dict
+bench_gate:
+  description: baseline_tok_s, baseline_source, tok_s, threshold_pct, change_pct, regression ({} when it did not run).
+  returned: always
+  type: dict
+answers:
+  description: The correctness gate's result ({} when off).
+  returned: always
+  type: dict
+record:
+  description: The deployment record written (changed, md_path, json_path, data).
+  returned: always
+  type: dict
+inputs:
+  description: What this run may claim - invocation_id, files (sha256, C(absent) or C(withheld)), mismatches.
+  returned: always
+  type: dict
+rolled_back:
+  description: Whether the last good set serves again after a failure.
+  returned: always
+  type: bool
+rollback:
+  description: The rollback - ok, put_back, removed, missing, source (V(manifest) or V(transaction)), result, msg.
+  returned: always
+  type: dict
+verified:
+  description: O(phase=restart) - the restart or start was verified.
+  returned: with O(phase=restart)
+  type: bool
+gates_passed:
+  description: O(phase=restart) - the gates passed here (or did not run here).
+  returned: with O(phase=restart)
+  type: bool
+msg:
+  description: On failure the reason, what the rollback did and the failed invocation's journal tail (masked).
+  returned: always
+  type: str
+"""
+
+import os
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers, _nvidia_smi, _proc, _strays
+from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalFollower
+from ansible_collections.gpuserve.sglang.plugins.module_utils._progress import JournalProgress
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import mask
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.desired import Desired
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import LifecycleFailure, ServerLifecycle
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.onhost import HostSystemctl
+from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner, check_health_url
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import compile_patterns
+from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR, StateFile
+from ansible_collections.gpuserve.sglang.plugins.module_utils._systemd import unit_name
+
+try:
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import gate as bench_gate_of
+except ImportError:  # an older _bench.py without the gate: the benchmark gate cannot run
+    bench_gate_of = None
+try:
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._record import deploy_record
+except ImportError:  # an older _record.py without deploy_record: no record
+    deploy_record = None
+
+ENV = {"LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "SYSTEMD_LESS": ""}
+FILE = dict(path=dict(type="path", required=True), content=dict(type="str", required=True))
+
+
+class ReadOnlyRunner(ServiceRunner):
+    """``state: verified``: the runner that never writes its state file (it still reads it)."""
+
+    def _record(self):
+        return None
+
+
+def run(argv, timeout=_proc.DEFAULT_TIMEOUT, max_lines=None):
+    return _proc.run(argv, timeout=timeout, max_lines=max_lines, env=ENV)
+
+
+def problems(params):
+    """Every option checked before anything changes."""
+    found = []
+    try:
+        unit_name(params["name"])
+        check_health_url(params["service"].get("health_url"))
+        compile_patterns(params["service"].get("expect") or [], "expect")
+        compile_patterns(params["service"].get("extra_fail_patterns") or [], "fail_patterns")
+    except ValueError as exc:
+        found.append(str(exc))
+    if params["name"].endswith(".service"):
+        found.append("name %r: give the unit's name without .service" % params["name"])
+    if params["backup_keep"] < 0:
+        found.append("backup_keep must be 0 or more, got %s" % params["backup_keep"])
+    if (params["service"].get("timeout") or 0) <= 0:
+        found.append("service.timeout must be a positive number of seconds")
+    for item in params["dirs"]:
+        if not str(item.get("mode") or "").isdigit() or len(item["mode"]) not in (3, 4):
+            found.append("dirs: mode %r of %s is not an octal mode such as '0755'" % (item.get("mode"), item["path"]))
+    for name in ("unit", "env", "secrets", "launcher"):
+        path = (params.get(name) or {}).get("path")
+        if path and not os.path.isabs(path):
+            found.append("%s.path %r must be an absolute path" % (name, path))
+    found.extend("stop_processes: " + text for text in _strays.match_problems(params["stop_processes"].get("match") or []))
+    return found
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            state=dict(type="str", default="deployed", choices=["deployed", "verified", "due"]),
+            phase=dict(type="str", default="converge", choices=["converge", "prepare", "restart", "commit", "restore"]),
+            force_restart=dict(type="bool", default=False),
+            reason=dict(type="str", default="the group's verdict was a no"),
+            unit=dict(type="dict", required=True, options=dict(FILE)),
+            env=dict(type="dict", required=True,
+                     options=dict(path=dict(type="path", required=True),
+                                  content=dict(type="str", required=True, no_log=True))),
+            secrets=dict(type="dict", options=dict(path=dict(type="path", required=True),
+                                                   content=dict(type="str", default="", no_log=True),
+                                                   group=dict(type="str", default="root"))),
+            launcher=dict(type="dict", options=dict(FILE)),
+            dirs=dict(type="list", elements="dict", default=[],
+                      options=dict(path=dict(type="path", required=True), mode=dict(type="str", default="0755"))),
+            reads=dict(type="list", elements="path", default=[]),
+            install_record=dict(type="path"),
+            backup_dir=dict(type="path", default="/etc/sglang/backup"),
+            backup_keep=dict(type="int", default=5),
+            keep_secrets=dict(type="bool", default=False, no_log=False),
+            rollback=dict(type="bool", default=True),
+            service=dict(type="dict", default={}, options=dict(
+                timeout=dict(type="int", default=1800), health_url=dict(type="str"),
+                expect=dict(type="list", elements="str", default=[]),
+                extra_fail_patterns=dict(type="list", elements="str", default=[]),
+                state_dir=dict(type="path", default=STATE_DIR))),
+            api_key=dict(type="str", default="", no_log=True),
+            secrets_to_mask=dict(type="list", elements="str", default=[], no_log=True),
+            stop_processes=dict(type="dict", default={}, options=dict(
+                match=dict(type="list", elements="str", default=[]), timeout=dict(type="float", default=30.0))),
+            free_gpus=dict(type="dict", default={}, options=dict(
+                enabled=dict(type="bool", default=False), nvidia_smi=dict(type="path", default="/usr/bin/nvidia-smi"))),
+            gates_here=dict(type="bool", default=True),
+            bench=dict(type="dict", default={}),
+            answers=dict(type="dict", default={}),
+            record=dict(type="dict", default={}),
+            venv_link=dict(type="dict", default={}, options=dict(versioned=dict(type="path"), link=dict(type="path"))),
+            host_name=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    found = problems(p)
+    if found:
+        module.fail_json(msg="nothing was changed: " + "; ".join(found))
+    p["host_name"] = p["host_name"] or (p["record"] or {}).get("host") or socket.gethostname()
+    secrets = [key for key in list(p["secrets_to_mask"]) + [p["api_key"]] if key]
+    p["secrets_to_mask"] = secrets
+    desired = Desired.from_params(p)
+    systemctl = HostSystemctl(run, module.get_bin_path("systemctl", required=True))
+    journalctl = module.get_bin_path("journalctl", required=True)
+    service = p["service"]
+
+    def runner_factory(state, read_only=False):
+        cls = ReadOnlyRunner if read_only else ServiceRunner
+        return cls(systemctl, run, desired.unit, state=state, timeout=service["timeout"],
+                   health_url=service.get("health_url"), expect=service["expect"],
+                   extra_fail_patterns=service["extra_fail_patterns"], check_mode=module.check_mode,
+                   journalctl=journalctl, state_store=StateFile(service["state_dir"]),
+                   progress=JournalProgress(desired.unit), secrets=secrets,
+                   journal_factory=lambda inv: JournalFollower(run, inv, journalctl, env=ENV))
+
+    lifecycle = ServerLifecycle(desired, systemctl, run, runner_factory, answers_gate=answers_gate(p),
+                                bench_gate=bench_gate(p), recorder=recorder(p, module.check_mode),
+                                stop_strays=stop_strays(p), free_gpus=free_gpus(p), gates_here=p["gates_here"],
+                                check_mode=module.check_mode, force_restart=p["force_restart"])
+    try:
+        if p["state"] == "due":
+            result = lifecycle.due()
+        elif p["state"] == "verified":
+            result = lifecycle.verified()
+        elif p["phase"] == "prepare":
+            result = lifecycle.prepare()
+        elif p["phase"] == "restart":
+            result = lifecycle.restart(force=p["force_restart"])
+        elif p["phase"] == "commit":
+            result = lifecycle.commit()
+        elif p["phase"] == "restore":
+            result = lifecycle.restore_phase(p["reason"])
+        else:
+            result = lifecycle.converge()
+    except LifecycleFailure as exc:
+        result = dict(exc.result)
+        for notice in result.pop("notices", []):
+            module.warn(notice)
+        result.pop("msg", None)
+        module.fail_json(msg=exc.msg, **result)
+    except Exception as exc:  # pylint: disable=broad-except  # never a traceback (it may carry a key)
+        module.fail_json(msg=mask("%s: unexpected error: %s: %s" % (p["name"], type(exc).__name__, exc), secrets),
+                         actions=mask(lifecycle.result.get("actions", []), secrets))
+    for notice in result.pop("notices", []):
+        module.warn(notice)
+    module.exit_json(**result)
+
+
+def answers_gate(p):
+    """The correctness gate (_answers.gate) with the options of gpuserve.sglang.sglang_answers, or None."""
+    settings = dict(p["answers"] or {})
+    if not settings:
+        return None
+
+    def gate(invocation_id):
+        identity = dict(settings.get("identity") or {})
+        identity["flags"] = _answers.output_flags(settings.get("server_args") or {})
+        return _answers.gate(
+            settings.get("url", "http://127.0.0.1:30000"), settings["prompts"], settings["state_file"], identity,
+            api_key=settings.get("api_key") or p["api_key"], max_tokens=int(settings.get("max_tokens", 32)),
+            repeat=int(settings.get("repeat", 2)), allowed_mismatches=int(settings.get("allowed_mismatches", 0)),
+            invocation_id=invocation_id, timeout=float(settings.get("timeout", 300.0)),
+            host_tier=bool(settings.get("host_tier")), evict_tokens=int(settings.get("evict_tokens") or 0),
+            evict_chunk_tokens=int(settings.get("evict_chunk_tokens") or 1024),
+            conditions=settings.get("conditions") or "live", accept_release=settings.get("accept_release") or "")
+    return gate
+
+
+def bench_gate(p):
+    """The benchmark gate (_bench.gate), or None."""
+    settings = dict(p["bench"] or {})
+    if not settings:
+        return None
+    settings.setdefault("api_key", p["api_key"])
+    record_json = (p["record"] or {}).get("record_json_path") or settings.pop("record_json_path", "")
+    if bench_gate_of is None:
+        return lambda only: {"ran": True, "regression": True, "bench": {}, "gate": {},
+                             "msg": "benchmark gate: this collection's _bench.py has no gate()"}
+    return lambda only: bench_gate_of(settings, record_json, only)
+
+
+def recorder(p, check_mode):
+    """The deployment record (_record.deploy_record), or None."""
+    params = dict(p["record"] or {})
+    if not params or deploy_record is None:
+        return None
+    params.setdefault("secrets_to_mask", p["secrets_to_mask"])
+    params.setdefault("service", p["name"])
+
+    def write(verified, bench):
+        bench = bench or {}
+        return deploy_record(params, verified, bench.get("bench") or None, bench.get("gate") or None,
+                             params.get("python") or "", check_mode=check_mode)
+    return write
+
+
+def stop_strays(p):
+    """The stray servers the operator named (_strays), or None."""
+    match = p["stop_processes"].get("match") or []
+    if not match:
+        return None
+
+    def stop():
+        found = _strays.find("/proc", match, protect_unit=p["name"] + ".service", own_pid=os.getpid())
+        for proc in found:
+            proc["result"] = _strays.stop(proc["pid"], p["stop_processes"]["timeout"])
+        return found
+    return stop
+
+
+def free_gpus(p):
+    """The processes of this host that hold a GPU, stopped before a first start (_nvidia_smi), or None."""
+    if not p["free_gpus"].get("enabled"):
+        return None
+
+    def free():
+        binary = p["free_gpus"]["nvidia_smi"]
+        if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+            return []
+        info = _nvidia_smi.gather(lambda argv: tuple(run(argv, timeout=60)[:3]), binary, _proc.read_text)
+        if info.get("nvidia_smi_failed") or info.get("problems"):
+            raise RuntimeError("nvidia-smi: %s" % (info.get("reason") or "; ".join(info.get("problems") or [])))
+        stopped = []
+        for proc in info.get("processes") or []:
+            if proc.get("pid_here") is False:
+                proc["result"] = "not stopped: not a process of this host's /proc under that name"
+            else:
+                proc["result"] = _strays.stop(proc["pid"], 30.0)
+            stopped.append(proc)
+        return stopped
+    return free
+
+
+if __name__ == "__main__":
+    main()
