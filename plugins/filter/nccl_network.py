@@ -14,13 +14,19 @@ nccl_network keys:
   gid_index   roce: the RoCE v2 GID index (0-255) -> NCCL_IB_GID_INDEX (required for roce: NCCL's default picks
               what the HCA lists first, often RoCE v1 or a link-local GID)
 
+The nccl_tuning role's refusals of its paths (nccl_path_problems) and of what it found on the host
+(nccl_host_problems) are here too.
+
 Pure functions; tests in tests/unit/plugins/filter/test_nccl_network.py."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 from ansible.errors import AnsibleFilterError
+from ansible.module_utils.parsing.convert_bool import boolean
 
 KEYS = ("transport", "interface", "hcas", "hca_match", "gid_index")
 TRANSPORTS = ("socket", "ib", "roce")
@@ -134,9 +140,54 @@ def nccl_network_merge(nccl_env, network):
     return {"env": merged, "replaced": replaced}
 
 
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def nccl_path_problems(paths):
+    """One message per path that is not absolute or has a control character ([] when all are usable), in order.
+    paths: the role's variables by name (nccl_python, nccl_tuning_env_file); a value that is not a string is one
+    message."""
+    if not isinstance(paths, dict):
+        raise AnsibleFilterError("nccl_path_problems: the input must be the paths by variable name, got %r" % (paths,))
+    return ["%s must be an absolute path without control characters, got %s" % (name, json.dumps(value))
+            for name, value in paths.items()
+            if not (isinstance(value, str) and os.path.isabs(value) and not _CONTROL_RE.search(value))]
+
+
+def nccl_host_problems(probe, state="present", python="", site_dir="", sitecustomize=""):
+    """The nccl_tuning role's refusals of what the module nccl_tuning_probe found on the host ([] when none), in
+    this order: with state present, a missing or not executable interpreter; with state present and the
+    interpreter there, a site-packages directory that is not root's or that group or others can write (the
+    sitecustomize.py there runs in every Python start of the venv); with the interpreter there, a sitecustomize.py
+    that is not a regular file (the role does not write through a link). python, site_dir and sitecustomize are
+    the paths the messages name."""
+    if not isinstance(probe, dict):
+        raise AnsibleFilterError("nccl_host_problems: the input must be nccl_tuning_probe's answer, got %r" % (probe,))
+    present = state == "present"
+    interpreter = probe.get("python") or {}
+    found = boolean(interpreter.get("exists", False), strict=False)
+    site = probe.get("site_dir") or {}
+    sc = probe.get("sitecustomize") or {}
+    problems = []
+    if present and not (found and interpreter.get("executable")):
+        problems.append("nccl_python %s does not exist or is not executable. Create the server venv first (role "
+                        "gpuserve.sglang.install) or point nccl_python at the interpreter that runs SGLang." % python)
+    if present and found and not (site.get("isdir", False) and site.get("pw_name", "") == "root"
+                                  and not site.get("wgrp", True) and not site.get("woth", True)):
+        problems.append("%s is owned by %s with mode %s. sitecustomize.py there runs in every Python start of the "
+                        "venv, so the directory must be owned by root and writable by nobody else (no group/other "
+                        "write). Fix it (e.g. chown -R root: and chmod go-w on the venv) and run again."
+                        % (site_dir, site.get("pw_name", "?"), site.get("mode", "?")))
+    if found and sc.get("exists", False) and not sc.get("isreg", False):
+        problems.append("%s exists but is not a regular file (a symlink or a directory); the role does not write "
+                        "through it. Replace it with a regular file." % sitecustomize)
+    return problems
+
+
 class FilterModule(object):
-    """NCCL across hosts."""
+    """NCCL across hosts, and the nccl_tuning role's input and host checks."""
 
     def filters(self):
         return {"nccl_network_env": nccl_network_env, "nccl_network_problems": nccl_network_problems,
-                "nccl_network_merge": nccl_network_merge, "nccl_env_problems": nccl_env_problems}
+                "nccl_network_merge": nccl_network_merge, "nccl_env_problems": nccl_env_problems,
+                "nccl_path_problems": nccl_path_problems, "nccl_host_problems": nccl_host_problems}

@@ -52,6 +52,8 @@ def test_preflight_uses_full_matches_and_refuses_control_characters():
     with open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8") as handle:
         text = handle.read()
     assert "*$')" not in text and "+$')" not in text  # re.match with $ accepts a trailing newline
-    for path in ("_nccl_tuning_python", "nccl_tuning_env_file"):
-        assert "%s is not abs or %s is search('[\\x00-\\x1f\\x7f]')" % (path, path) in text
+    # both paths through nccl_path_problems: absolute, no control character (tests/unit/plugins/filter)
+    assert "_paths | gpuserve.sglang.nccl_path_problems" in text
+    for name, path in (("nccl_python", "_nccl_tuning_python"), ("nccl_tuning_env_file", "nccl_tuning_env_file")):
+        assert '%s: "{{ %s }}"' % (name, path) in text
     assert "nccl_env | gpuserve.sglang.nccl_env_problems" in text   # names and values: tests/unit/plugins/filter

@@ -6,7 +6,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import (
-    nccl_env_problems, nccl_network_env, nccl_network_problems)
+    nccl_env_problems, nccl_host_problems, nccl_network_env, nccl_network_problems, nccl_path_problems)
 
 
 def test_nothing_for_one_host():
@@ -109,3 +109,56 @@ def test_merge_says_which_nccl_env_values_it_replaced():
     assert out["replaced"] == {"NCCL_IB_DISABLE": ["1", "0"]}          # the same eth0 is not "replaced"
     assert nccl_network_merge(base, {}) == {"env": base, "replaced": {}}
     assert base == {"NCCL_PROTO": "LL", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}   # not mutated
+
+
+def test_path_problems_name_each_unusable_path_in_order():
+    assert nccl_path_problems({"nccl_python": "/opt/v/bin/python", "nccl_tuning_env_file": "/etc/nccl.env"}) == []
+    assert nccl_path_problems({"nccl_python": "bin/python", "nccl_tuning_env_file": "/etc/a\nb", "x": 3}) == [
+        'nccl_python must be an absolute path without control characters, got "bin/python"',
+        'nccl_tuning_env_file must be an absolute path without control characters, got "/etc/a\\nb"',
+        "x must be an absolute path without control characters, got 3"]
+    with pytest.raises(AnsibleFilterError):
+        nccl_path_problems(["/x"])
+
+
+ROOT_SITE = {"isdir": True, "pw_name": "root", "wgrp": False, "woth": False, "mode": "0755"}
+GOOD_PROBE = {"python": {"exists": True, "executable": True}, "site_dir": ROOT_SITE,
+              "sitecustomize": {"exists": True, "isreg": True}}
+PATHS = {"python": "/v/bin/python", "site_dir": "/v/lib/site", "sitecustomize": "/v/lib/site/sitecustomize.py"}
+
+
+def test_host_problems_none_on_a_good_host():
+    assert nccl_host_problems(GOOD_PROBE, "present", **PATHS) == []
+    assert nccl_host_problems(dict(GOOD_PROBE, sitecustomize={"exists": False}), "present", **PATHS) == []
+
+
+def test_host_problems_a_missing_interpreter_is_refused_only_when_present():
+    probe = {"python": {"exists": False}}
+    (msg,) = nccl_host_problems(probe, "present", **PATHS)
+    assert msg.startswith("nccl_python /v/bin/python does not exist or is not executable. Create the server venv")
+    assert nccl_host_problems(probe, "absent", **PATHS) == []
+    (msg,) = nccl_host_problems(dict(GOOD_PROBE, python={"exists": True, "executable": False}), "present", **PATHS)
+    assert "is not executable" in msg
+
+
+@pytest.mark.parametrize("site", [dict(ROOT_SITE, pw_name="ops"), dict(ROOT_SITE, wgrp=True),
+                                  dict(ROOT_SITE, woth=True), dict(ROOT_SITE, isdir=False), {}])
+def test_host_problems_a_site_packages_others_can_write_is_refused(site):
+    (msg,) = nccl_host_problems(dict(GOOD_PROBE, site_dir=site), "present", **PATHS)
+    assert msg.startswith("/v/lib/site is owned by %s with mode %s. sitecustomize.py there runs in every Python"
+                          % (site.get("pw_name", "?"), site.get("mode", "?")))
+    assert nccl_host_problems(dict(GOOD_PROBE, site_dir=site), "absent", **PATHS) == []
+
+
+def test_host_problems_a_sitecustomize_that_is_no_file_is_refused_in_either_state():
+    probe = dict(GOOD_PROBE, sitecustomize={"exists": True, "isreg": False})
+    for state in ("present", "absent"):
+        assert nccl_host_problems(probe, state, **PATHS) == [
+            "/v/lib/site/sitecustomize.py exists but is not a regular file (a symlink or a directory); the role does"
+            " not write through it. Replace it with a regular file."]
+    # all three at once, in order
+    bad = {"python": {"exists": "yes", "executable": False}, "site_dir": {}, "sitecustomize": {"exists": True}}
+    assert [m.split(" ")[0] for m in nccl_host_problems(bad, "present", **PATHS)] == [
+        "nccl_python", "/v/lib/site", "/v/lib/site/sitecustomize.py"]
+    with pytest.raises(AnsibleFilterError):
+        nccl_host_problems(None)
