@@ -63,7 +63,8 @@ options:
     description:
       - V(converge) - one host, all of it in one call.
       - V(prepare) - a group's first phase - finish an open change, land, enable, reload; no restart (RV(restart_due)).
-      - V(restart) - restart (or start, or verify) when due here or O(force_restart), then the gates where O(gates_here).
+      - V(restart) - restart (or start, or verify) when due here or O(force_restart), then the gates where
+        O(gates_here).
       - V(commit) - the group's verdict was a pass - keep the set, close the change, venv link, record, claim.
       - V(restore) - the group's verdict was a no - put the last good set back and verify it (O(reason)).
     type: str
@@ -367,7 +368,8 @@ def problems(params):
         path = (params.get(name) or {}).get("path")
         if path and not os.path.isabs(path):
             found.append("%s.path %r must be an absolute path" % (name, path))
-    found.extend("stop_processes: " + text for text in _strays.match_problems(params["stop_processes"].get("match") or []))
+    matches = params["stop_processes"].get("match") or []
+    found.extend("stop_processes: " + text for text in _strays.match_problems(matches))
     return found
 
 

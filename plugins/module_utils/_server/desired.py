@@ -38,8 +38,8 @@ class FileSpec(object):
         return None if self.content is None else hashlib.sha256(self.content).hexdigest()
 
     def __repr__(self):
-        return "FileSpec(%r, %s, %s)" % (self.path, "absent" if self.content is None else "%d bytes" % len(self.content),
-                                         self.kind)
+        size = "absent" if self.content is None else "%d bytes" % len(self.content)
+        return "FileSpec(%r, %s, %s)" % (self.path, size, self.kind)
 
 
 class DirSpec(object):

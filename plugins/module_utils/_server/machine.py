@@ -134,7 +134,8 @@ class ServerLifecycle(object):
         return self.plan
 
     def txn_copies(self, record):
-        return any(isinstance(entry, dict) and entry.get("kept_at") for entry in (record or {}).get("files", {}).values())
+        entries = (record or {}).get("files", {}).values()
+        return any(isinstance(entry, dict) and entry.get("kept_at") for entry in entries)
 
     def manifest_restorable(self, manifest=None):
         data = self.host.manifest if manifest is None else manifest
@@ -269,7 +270,8 @@ class ServerLifecycle(object):
             self.notice("%s: an earlier run's change (begun at %s) did not finish; %s: its transaction is closed "
                         "and this run applies its own change"
                         % (self.desired.service, _utc(record.get("since")),
-                           "sglang_rollback is false" if not self.desired.rollback else "there is nothing to go back to"))
+                           "sglang_rollback is false" if not self.desired.rollback
+                           else "there is nothing to go back to"))
             self.did("closed an unfinished transaction", changed=True)
             self.read()
             return

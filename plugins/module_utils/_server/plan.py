@@ -16,8 +16,8 @@
 - ``none``: nothing to do (a no-op: the running invocation is verified, nothing is written).
 
 ``reasons`` are the words of the role's former due.yml (the rollout asks them before it drains a worker); ``diff``
-shows each file's before and after, never a secret file's text (``<not shown: it holds the keys>``) and the environment file
-masked by the one masking rule."""
+shows each file's before and after, never a secret file's text (``<not shown: it holds the keys>``) and the
+environment file masked by the one masking rule."""
 
 from __future__ import annotations
 

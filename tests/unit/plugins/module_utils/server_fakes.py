@@ -45,8 +45,8 @@ class FakeSystemctl(object):
         self.invocations += 1
         inv = "inv%d" % self.invocations
         # a second ahead: the files written so far are older than the new invocation
-        self.props.update(ActiveState="active", SubState="running", InvocationID=inv, MainPID=str(100 + self.invocations),
-                          ActiveEnterTimestamp="@%d" % (int(time.time()) + 1))
+        self.props.update(ActiveState="active", SubState="running", InvocationID=inv,
+                          MainPID=str(100 + self.invocations), ActiveEnterTimestamp="@%d" % (int(time.time()) + 1))
         return inv
 
 
