@@ -91,14 +91,13 @@ options:
     required: true
     suboptions:
       path: {description: Where it lives., type: path, required: true}
-      content: {description: Its text (may hold the API key; never logged)., type: str, required: true, no_log: true}
+      content: {description: Its text (may hold the API key; never logged)., type: str, required: true}
   secrets:
     description: The secrets file SGLang reads with C(--config) (0640 root:O(secrets.group)); absent when empty.
     type: dict
     suboptions:
       path: {description: Where it lives., type: path, required: true}
-      content: {description: Its text; empty means the file must be absent. Never logged., type: str, default: "",
-                no_log: true}
+      content: {description: Its text; empty means the file must be absent. Never logged., type: str, default: ""}
       group: {description: Its group (the service user's)., type: str, default: root}
   launcher:
     description: The launcher that masks the keys in SGLang's output (0755 root:root).
@@ -385,9 +384,10 @@ def main():
             env=dict(type="dict", required=True,
                      options=dict(path=dict(type="path", required=True),
                                   content=dict(type="str", required=True, no_log=True))),
-            secrets=dict(type="dict", options=dict(path=dict(type="path", required=True),
-                                                   content=dict(type="str", default="", no_log=True),
-                                                   group=dict(type="str", default="root"))),
+            secrets=dict(type="dict", no_log=False,
+                         options=dict(path=dict(type="path", required=True),
+                                      content=dict(type="str", default="", no_log=True),
+                                      group=dict(type="str", default="root"))),
             launcher=dict(type="dict", options=dict(FILE)),
             dirs=dict(type="list", elements="dict", default=[],
                       options=dict(path=dict(type="path", required=True), mode=dict(type="str", default="0755"))),

@@ -153,8 +153,8 @@ class ServerLifecycle(object):
 
     def check(self):
         """Check mode: the plan and the diff, nothing written."""
-        self.result["changed"] = self.plan.writes or self.plan.action in ("restart", "start", "finish_restore",
-                                                                         "keep_only")
+        acts = ("restart", "start", "finish_restore", "keep_only")
+        self.result["changed"] = self.plan.writes or self.plan.action in acts
         self.result["actions"] = ["would %s" % what for what in self.plan_words()]
         return self.finish()
 
@@ -382,10 +382,9 @@ class ServerLifecycle(object):
             txn_mod.close(self.directory)
             words = "No rollback: there is no previous unit (first deployment)."
         else:
-            outcome = self.restore("%s on %s" % ("the running invocation failed verification"
-                                                  if self.plan.action == "verify_only"
-                                                  else "the change failed verification",
-                                                  self.desired.host_name or "this host"))
+            what = ("the running invocation failed verification" if self.plan.action == "verify_only"
+                    else "the change failed verification")
+            outcome = self.restore("%s on %s" % (what, self.desired.host_name or "this host"))
             words = self.rollback_words(outcome)
         raise self.failure("%s: %s: %s\n%s%s" % (self.desired.service, head, reason, words,
                                                  self.journal_words(failed)))
