@@ -34,6 +34,12 @@ options:
     description: Seconds to wait for each connect.
     type: float
     default: 5
+  fail_msg:
+    description:
+      - When set, fail when a port is not reachable, with this text followed by the ports that are not, each port's
+        state, and what to do. V('') returns the states and never fails on them.
+    type: str
+    default: ""
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
   - gpuserve.sglang._attributes.info_module
@@ -70,6 +76,8 @@ blocked:
   elements: int
 """
 
+import json
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._port_probe import probe_all
 
@@ -80,6 +88,7 @@ def main():
             host=dict(type="str", required=True),
             ports=dict(type="list", elements="int", required=True),
             timeout=dict(type="float", default=5.0),
+            fail_msg=dict(type="str", default=""),
         ),
         supports_check_mode=True,
     )
@@ -90,7 +99,13 @@ def main():
         module.fail_json(msg="ports must be TCP ports (1-65535), got %r" % (ports,))
     if not 0 < timeout <= 600:
         module.fail_json(msg="timeout must be more than 0 and at most 600 seconds, got %r" % timeout)
-    module.exit_json(changed=False, **probe_all(host, ports, timeout))
+    result = probe_all(host, ports, timeout)
+    if module.params["fail_msg"] and not result["reachable"]:
+        module.fail_json(msg="%s %s (each port's state: %s): a firewall drops them or there is no route. Open them "
+                         "between the nodes (nothing was changed)."
+                         % (module.params["fail_msg"].strip(), ", ".join(str(p) for p in result["blocked"]),
+                            json.dumps(result["ports"], sort_keys=True)), changed=False, **result)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

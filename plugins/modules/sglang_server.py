@@ -474,8 +474,17 @@ def main():
 def answers_gate(p):
     """The correctness gate (_answers.gate) with the options of gpuserve.sglang.sglang_answers, or None."""
     settings = dict(p["answers"] or {})
-    if not settings:
+    if not settings or not settings.pop("enabled", True):
         return None
+    # drained (the rollout took the server out of every router), else deterministic (the server runs
+    # --enable-deterministic-inference), else under possible live traffic, which the gate's result says
+    server_args = settings.get("server_args") or {}
+    settings.setdefault("conditions", "drained" if settings.pop("drained", False) else
+                        "deterministic" if server_args.get("enable-deterministic-inference") else "live")
+    # a round through HiCache's host tier: always, never, or auto (when the server runs HiCache)
+    tier = settings.get("host_tier", "auto")
+    if not isinstance(tier, bool):
+        settings["host_tier"] = tier == "always" or (tier == "auto" and bool(settings.pop("hicache", False)))
 
     def gate(invocation_id):
         identity = dict(settings.get("identity") or {})
@@ -494,7 +503,7 @@ def answers_gate(p):
 def bench_gate(p):
     """The benchmark gate (_bench.gate), or None."""
     settings = dict(p["bench"] or {})
-    if not settings:
+    if not settings or not settings.pop("enabled", True):
         return None
     settings.setdefault("api_key", p["api_key"])
     record_json = (p["record"] or {}).get("record_json_path") or settings.pop("record_json_path", "")
