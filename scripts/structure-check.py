@@ -178,8 +178,8 @@ def misses(root, targets=None, limit=JINJA_MAX):
 def report(root, targets=None):
     """The measurements of every role, a line each (the targeted roles with their targets)."""
     targets = TARGETS if targets is None else targets
-    lines = ["%-14s %11s %11s %15s %14s" % ("role", "tasks files", "tasks lines", "internal names",
-                                           "Jinja > %d" % JINJA_MAX)]
+    header = ("role", "tasks files", "tasks lines", "internal names", "Jinja > %d" % JINJA_MAX)
+    lines = ["%-14s %11s %11s %15s %14s" % header]
     for role in roles(root):
         target = targets.get(role)
         got = measure(root, role, target["prefix"] if target else None)

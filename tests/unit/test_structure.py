@@ -64,8 +64,8 @@ def test_a_long_jinja_expression_in_any_role_is_named_with_file_and_line(tmp_pat
     root = _within(tmp_path)
     long_expr = "{{ " + " ~ ".join(["'word'"] * 20) + " }}"
     assert len(long_expr) > 120
-    _tree(tmp_path, {"roles/other/handlers/main.yml": "# first\n- ansible.builtin.debug:\n    msg: >-\n      "
-                                                     + long_expr.replace(" ~ ", " ~\n        ", 3) + "\n"})
+    handler = "# first\n- ansible.builtin.debug:\n    msg: >-\n      " + long_expr.replace(" ~ ", " ~\n        ", 3)
+    _tree(tmp_path, {"roles/other/handlers/main.yml": handler + "\n"})
     found = CHECK.misses(root, TARGETS)
     assert len(found) == 1 and found[0].startswith("roles/other/handlers/main.yml:4: Jinja expression of %d "
                                                    "characters, the target is at most 120" % len(long_expr)), found
