@@ -8,20 +8,20 @@ import pytest
 import yaml
 
 from ansible_collections.gpuserve.sglang.plugins.filter import (cuda_repo, managed_block, nccl_network, server_inputs,
-                                                                sglang_args, sglang_defaults, sglang_lock, sglang_nodes,
-                                                                sglang_router, sglang_secrets, systemd)
+                                                                server_role, sglang_args, sglang_defaults, sglang_lock,
+                                                                sglang_nodes, sglang_router, sglang_secrets, systemd)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FILTERS = {}
-for _module in (cuda_repo, managed_block, nccl_network, server_inputs, sglang_args, sglang_defaults, sglang_lock,
-                sglang_nodes, sglang_router, sglang_secrets, systemd):
+for _module in (cuda_repo, managed_block, nccl_network, server_inputs, server_role, sglang_args, sglang_defaults,
+                sglang_lock, sglang_nodes, sglang_router, sglang_secrets, systemd):
     FILTERS.update(_module.FilterModule().filters())
 
 
 def test_every_filter_module_is_listed_here():
     modules = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py"))}
-    assert modules == {"cuda_repo", "managed_block", "nccl_network", "server_inputs", "sglang_args", "sglang_defaults",
-                       "sglang_lock", "sglang_nodes", "sglang_router", "sglang_secrets", "systemd"}
+    assert modules == {"cuda_repo", "managed_block", "nccl_network", "server_inputs", "server_role", "sglang_args",
+                       "sglang_defaults", "sglang_lock", "sglang_nodes", "sglang_router", "sglang_secrets", "systemd"}
 
 
 @pytest.mark.parametrize("name", sorted(FILTERS))
@@ -33,3 +33,9 @@ def test_filter_doc_loads_and_names_the_filter(name):
     assert doc["DOCUMENTATION"]["name"] == name
     assert doc["DOCUMENTATION"]["short_description"]
     assert "EXAMPLES" in doc and "RETURN" in doc
+
+
+def test_every_documentation_file_names_a_filter():
+    """A filter removed (issue 39: its work moved into a module) takes its documentation file with it."""
+    docs = {os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.yml"))}
+    assert docs - set(FILTERS) == set()
