@@ -171,61 +171,10 @@ def sglang_input_problems(inputs):
     return list(dict.fromkeys(problems))
 
 
-def sglang_prune_copies(files, keep):
-    """The paths of ``find`` results to remove so that the newest ``keep`` stay: newest by the HOST's modification
-    time (then by path), never by a name the controller's clock made; ``keep`` 0 keeps none (issue 22)."""
-    try:
-        keep = int(keep)
-    except (TypeError, ValueError):
-        raise AnsibleFilterError("sglang_prune_copies: keep %r is not a whole number" % (keep,))
-    if keep < 0:
-        raise AnsibleFilterError("sglang_prune_copies: keep must be 0 or more, got %d" % keep)
-    ordered = sorted(files or [], key=lambda f: (float(f.get("mtime") or 0), f.get("path") or ""))
-    old = ordered[:-keep] if keep > 0 else ordered
-    return [f["path"] for f in old]
-
-
-def sglang_inputs_claim(manifest, rendered, withheld=()):
-    """What a run may claim (issue 22): the files the verified invocation read (the last-good manifest kept after
-    its verification) against what THIS run rendered.
-
-    ``manifest``: {"invocation_id", "files": {path: {"exists", "sha256"?}}}; ``rendered``: {path: sha256 of the
-    content this run wrote or found in place}; ``withheld``: paths whose checksum must not be shown (a file that
-    holds a key). Returns {"invocation_id", "files": {path: sha256 | "absent" | "withheld" | "unknown"},
-    "mismatches": [path, ...]}: a rendered file the invocation read with other content, or did not read at all.
-    A file without a checksum in the manifest (the secrets file) is not compared and shows as "withheld"."""
-    if not isinstance(manifest, dict) or not isinstance(rendered, dict):
-        raise AnsibleFilterError("sglang_inputs_claim: the manifest and the rendered checksums must be mappings")
-    files = manifest.get("files") or {}
-    withheld = set(withheld or ())
-    shown, mismatches = {}, []
-    for path in sorted(files):
-        entry = files[path] or {}
-        sha = entry.get("sha256")
-        if not entry.get("exists"):
-            shown[path] = "absent"
-        elif path in withheld or not sha:
-            shown[path] = "withheld" if (path in withheld or "sha256" not in entry) else "unknown"
-        else:
-            shown[path] = sha
-    for path in sorted(rendered):
-        want = rendered[path]
-        entry = files.get(path)
-        if not want:
-            continue
-        if not entry or not entry.get("exists"):
-            mismatches.append(path)
-        elif entry.get("sha256") and entry.get("sha256") != want:
-            mismatches.append(path)
-    return {"invocation_id": manifest.get("invocation_id", ""), "files": shown, "mismatches": mismatches}
-
-
 class FilterModule(object):
     """The server role's inputs."""
 
     def filters(self):
         return {
             "sglang_input_problems": sglang_input_problems,
-            "sglang_prune_copies": sglang_prune_copies,
-            "sglang_inputs_claim": sglang_inputs_claim,
         }

@@ -178,51 +178,6 @@ def sglang_node_probe(nodes, hostvars, host, port=50000):
             "ports": list(range(first, first + PORTS_USED))}
 
 
-def _failed(result):
-    """Why a registered result is not a verified one ('' when it is): none, unreachable, failed, or no invocation."""
-    if not isinstance(result, dict) or not result:
-        return "no result (it did not run this step)"
-    if result.get("unreachable"):
-        return "unreachable"
-    if result.get("failed"):
-        return "failed: %s" % (str(result.get("msg") or "").splitlines() or [""])[0][:300]
-    if result.get("skipped"):
-        return "skipped"
-    if not result.get("invocation_id"):
-        return "no verified invocation"
-    return ""
-
-
-def sglang_group_problems(nodes, hostvars, play_hosts, ready="_server_node_ready", result=None, gates=None):
-    """The group's verdict for one server over several hosts: a message for each node that is not fine, [] when
-    every node is (and for a server on one host). A node is fine when it is still in ``play_hosts`` (the play's
-    ansible_play_batch: Ansible drops a host that failed or was unreachable), its fact ``ready`` is true (it
-    reached this step in this run), with ``result`` its registered result of that name is a verified one (a node
-    with no result, an unreachable or a failed one is not), and with ``gates`` node 0's fact of that name is true
-    (the gates, run on node 0 only, passed)."""
-    if not nodes or isinstance(nodes, string_types):
-        return []
-    play_hosts = list(play_hosts or [])
-    problems = []
-    for index, node in enumerate(nodes):
-        where = "%s (node %d)" % (node, index)
-        facts = hostvars[node] if node in hostvars else {}
-        if node not in play_hosts:
-            problems.append("%s is not in the play any more (it failed, was refused or is unreachable)" % where)
-            continue
-        if not facts.get(ready):
-            problems.append("%s did not get this far in this run" % where)
-            continue
-        if result:
-            why = _failed(facts.get(result))
-            if why:
-                problems.append("%s: %s" % (where, why))
-                continue
-        if gates and index == 0 and not facts.get(gates):
-            problems.append("%s: the gates failed (benchmark or answers)" % where)
-    return problems
-
-
 class FilterModule(object):
     """One SGLang server over several hosts."""
 
@@ -233,5 +188,4 @@ class FilterModule(object):
             "sglang_node_probe": sglang_node_probe,
             "sglang_node_fingerprint": sglang_node_fingerprint,
             "sglang_node_mismatches": sglang_node_mismatches,
-            "sglang_group_problems": sglang_group_problems,
         }

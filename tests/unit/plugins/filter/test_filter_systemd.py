@@ -134,5 +134,4 @@ def test_filter_modules_keep_the_filter_names():
         names |= set(module.FilterModule().filters())
     assert {"sglang_args_merge", "sglang_cmdline", "sglang_argv", "sglang_args_problems", "sglang_envfile",
             "sglang_mask_env", "sglang_unit_environment", "sglang_unit_value", "sglang_unit_extra",
-            "sglang_input_problems", "sglang_release_args", "sglang_prune_copies", "sglang_inputs_claim",
-            "sglang_pd_server_args", "sglang_mask"} == names
+            "sglang_input_problems", "sglang_release_args", "sglang_pd_server_args", "sglang_mask"} == names

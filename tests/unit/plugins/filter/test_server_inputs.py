@@ -174,56 +174,6 @@ def test_textfile_interval_is_whole_seconds(bad):
     assert any(p.startswith("sglang_metrics_textfile_interval") for p in problems), problems
 
 
-# Issue 22: the unit's timestamped copies were pruned by name (the controller's clock) and keep 0 kept everything.
-def test_prune_copies_by_the_hosts_mtime_not_the_name():
-    files = [{"path": "/b/u.service.20991231T000000000000Z", "mtime": 100.0},   # a controller clock ahead
-             {"path": "/b/u.service.20261201T000000000000Z", "mtime": 300.0},
-             {"path": "/b/u.service.20261202T000000000000Z", "mtime": 200.0}]
-    assert f.sglang_prune_copies(files, 2) == ["/b/u.service.20991231T000000000000Z"]
-    assert f.sglang_prune_copies(files, 5) == []
-
-
-def test_prune_copies_keep_zero_keeps_none():
-    files = [{"path": "/b/a", "mtime": 1.0}, {"path": "/b/b", "mtime": 2.0}]
-    assert f.sglang_prune_copies(files, 0) == ["/b/a", "/b/b"]
-    with pytest.raises(AnsibleFilterError):
-        f.sglang_prune_copies(files, -1)
-
-
 @pytest.mark.parametrize("bad", [-1, "five", True, "5\n"])
 def test_backup_keep_is_a_whole_number(bad):
     assert any(p.startswith("sglang_backup_keep") for p in f.sglang_input_problems(dict(DEFAULTS, sglang_backup_keep=bad)))
-
-
-# -- sglang_inputs_claim: a run claims only what it made (issue 22) --------------------------------------------
-
-sglang_inputs_claim = f.sglang_inputs_claim
-
-CLAIM_MANIFEST = {"invocation_id": "98ed", "files": {
-    "/etc/systemd/system/sglang-kimi.service": {"exists": True, "sha256": "u1"},
-    "/etc/sglang/sglang-kimi.env": {"exists": True, "sha256": "e1"},
-    "/etc/sglang/secrets.yaml": {"exists": True, "mode": "0600"},
-    "/etc/sglang/nccl.env": {"exists": False}}}
-
-
-def test_claim_of_the_files_the_invocation_read():
-    out = sglang_inputs_claim(CLAIM_MANIFEST, {"/etc/systemd/system/sglang-kimi.service": "u1",
-                                               "/etc/sglang/sglang-kimi.env": "e1"},
-                              withheld=["/etc/sglang/sglang-kimi.env"])
-    assert out == {"invocation_id": "98ed", "mismatches": [], "files": {
-        "/etc/systemd/system/sglang-kimi.service": "u1", "/etc/sglang/sglang-kimi.env": "withheld",
-        "/etc/sglang/secrets.yaml": "withheld", "/etc/sglang/nccl.env": "absent"}}
-
-
-def test_a_file_replaced_before_the_start_or_never_read_is_a_mismatch():
-    out = sglang_inputs_claim(CLAIM_MANIFEST, {"/etc/systemd/system/sglang-kimi.service": "u2",
-                                               "/etc/sglang/sglang-kimi.env": "e1",
-                                               "/etc/sglang/nccl.env": "n1", "/etc/sglang/other": "o1",
-                                               "/etc/sglang/skipped": ""})
-    assert out["mismatches"] == ["/etc/sglang/nccl.env", "/etc/sglang/other",
-                                 "/etc/systemd/system/sglang-kimi.service"]
-
-
-def test_claim_refuses_what_is_not_a_mapping():
-    with pytest.raises(AnsibleFilterError, match="must be mappings"):
-        sglang_inputs_claim([], {})

@@ -177,11 +177,10 @@ def test_the_preflight_compares_the_nodes_before_anything_changes():
     with open(os.path.join(ROOT, "roles", "server", "tasks", "nodes.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
     inner = [t["name"] for t in tasks]
-    setter = next(t for t in tasks if "_server_node_fingerprint" in (t.get("ansible.builtin.set_fact") or {}))
+    setter = next(t for t in tasks if "_server_node" in (t.get("ansible.builtin.set_fact") or {}))
     refuse = next(t for t in tasks if t["name"] == "Refuse nodes of one server that differ")
-    assert "sglang_node_fingerprint(sglang_profile, _server_args)" in setter["ansible.builtin.set_fact"][
-        "_server_node_fingerprint"]
-    assert "sglang_node_mismatches(hostvars, inventory_hostname)" in refuse["vars"]["_server_node_differences"]
+    assert "sglang_node_fingerprint(sglang_profile, _server_args)" in setter["ansible.builtin.set_fact"]["_server_node"]
+    assert "sglang_node_mismatches(hostvars, inventory_hostname, '_server_node')" in refuse["vars"]["_server_problems"]
     assert inner.index(setter["name"]) < inner.index(refuse["name"])
     # after the model preflight read the model, and in the preflight: before the lease and anything that writes
     assert names.index("Refuse what SGLang, systemd or the host would refuse (nothing was changed)") < names.index(
@@ -196,47 +195,3 @@ def test_probe_targets_node0s_dist_port_and_the_five_after_it_from_every_other_n
     assert sglang_node_probe([], hostvars, "gpu-a1", 50000) == {}
     assert sglang_node_probe(nodes, hostvars, "gpu-a2", "50000") == {
         "node0": "gpu-a1", "address": "fd00::11", "ports": [50000, 50001, 50002, 50003, 50004, 50005]}
-
-
-# ---- the group's verdict (issue 39, defects 3 and 4) --------------------------------------------------------------
-def _group(**node_facts):
-    from ansible_collections.gpuserve.sglang.plugins.filter.sglang_nodes import sglang_group_problems
-    hostvars = {node: dict({"_server_node_ready": True}, **node_facts.get(node.replace("-", "_"), {})) for node in NODES}
-    return lambda play_hosts=NODES, **kw: sglang_group_problems(NODES, hostvars, play_hosts, **kw)
-
-
-def test_a_node_missing_from_the_play_for_any_reason_stops_the_group():
-    """Old code: a node that dropped out after the preflight (lease held, configure failed, UNREACHABLE) was not
-    in any check: node 0 restarted alone. Ansible drops such a host from ansible_play_batch; the verdict names it."""
-    group = _group()
-    assert group() == []
-    problems = group(play_hosts=["gpu-a1", "gpu-a3"])
-    assert problems == ["gpu-a2 (node 1) is not in the play any more (it failed, was refused or is unreachable)"]
-    # a node in the play that did not reach the verdict in this run (ready fact reset by its preflight)
-    assert _group(gpu_a3={"_server_node_ready": False})() == ["gpu-a3 (node 2) did not get this far in this run"]
-
-
-@pytest.mark.parametrize("result, why", [
-    (None, "no result"),
-    ({}, "no result"),
-    ({"unreachable": True, "msg": "ssh: connect to host 10.0.0.12 port 22: Connection refused"}, "unreachable"),
-    ({"failed": True, "msg": "ranks missing: TP7\nmore"}, "failed: ranks missing: TP7"),
-    ({"changed": True}, "no verified invocation"),
-])
-def test_the_all_nodes_check_counts_no_result_and_unreachable_as_not_fine(result, why):
-    """Old code: the check selected the nodes whose result was defined AND failed: no result, or an unreachable
-    one (failed: False), passed."""
-    facts = {"_server_restart": result} if result is not None else {}
-    ok = {"_server_restart": {"invocation_id": "a" * 32, "changed": True}}
-    group = _group(gpu_a1=ok, gpu_a2=facts, gpu_a3=ok)
-    problems = group(result="_server_restart")
-    assert len(problems) == 1 and problems[0].startswith("gpu-a2 (node 1): " + why)
-
-
-def test_a_gate_failing_on_node_0_fails_the_verdict_of_every_node():
-    ok = {"_server_restart": {"invocation_id": "a" * 32}}
-    group = _group(gpu_a1=dict(ok), gpu_a2=dict(ok), gpu_a3=dict(ok))
-    assert group(result="_server_restart", gates="_server_gates_passed") == [
-        "gpu-a1 (node 0): the gates failed (benchmark or answers)"]
-    passed = _group(gpu_a1=dict(ok, _server_gates_passed=True), gpu_a2=dict(ok), gpu_a3=dict(ok))
-    assert passed(result="_server_restart", gates="_server_gates_passed") == []
