@@ -235,17 +235,14 @@ def sglang_server_notes(host, allow_dropins=False):
     return notes
 
 
-def sglang_server_account(facts, user, device_files=()):
-    """The service account as getent found it (``facts``: ansible_facts with getent_passwd and getent_group):
-    {exists, gpu_groups}: whether ``user`` exists, and the names of the groups that own the GPU device files
-    (``device_files``: ansible.builtin.find's files, with gid; root's group left out)."""
-    facts = facts if isinstance(facts, dict) else {}
-    passwd = facts.get("getent_passwd") or {}
-    groups = facts.get("getent_group") or {}
+def sglang_server_gpu_groups(groups, device_files=()):
+    """The names of the groups that own the GPU device files (``groups``: ansible_facts.getent_group;
+    ``device_files``: ansible.builtin.find's files of /dev/nvidia*, with gid; root's group left out): the service
+    account joins them."""
+    groups = groups if isinstance(groups, dict) else {}
     gids = set(str(f.get("gid")) for f in device_files or [] if isinstance(f, dict) and f.get("gid") not in (0, "0"))
-    names = sorted(name for name, entry in groups.items() if isinstance(entry, list) and len(entry) > 1
-                   and str(entry[1]) in gids)
-    return {"exists": user in passwd and passwd.get(user) is not None, "gpu_groups": names}
+    return sorted(name for name, entry in groups.items() if isinstance(entry, list) and len(entry) > 1
+                  and str(entry[1]) in gids)
 
 
 ENV_HEADER = "# Managed by gpuserve.sglang.server (Ansible): local changes are overwritten.\n"
@@ -377,7 +374,7 @@ class FilterModule(object):
             "sglang_server_reads": sglang_server_reads,
             "sglang_server_install_record": sglang_server_install_record,
             "sglang_server_identity": sglang_server_identity,
-            "sglang_server_account": sglang_server_account,
+            "sglang_server_gpu_groups": sglang_server_gpu_groups,
             "sglang_server_account_ok": sglang_server_account_ok,
             "sglang_group_verdict": sglang_group_verdict,
             "sglang_group_due": sglang_group_due,

@@ -242,6 +242,12 @@ due:
   description: Whether a restart is due (RV(reasons) not empty).
   returned: always
   type: bool
+stale:
+  description: The files the running invocation does not have (written after it started, or gone although its
+    verified start had them).
+  returned: always
+  type: list
+  elements: str
 restart_due:
   description: O(phase=prepare) - whether this node restarts, starts or verifies in the restart phase.
   returned: with O(phase=prepare)

@@ -130,7 +130,7 @@ class ServerLifecycle(object):
         self.host = read_host(self.desired, self.systemctl)
         self.plan = make_plan(self.desired, self.host, own_txn=own_txn)
         self.result.update(action=self.plan.action, reasons=list(self.plan.reasons), due=self.plan.due,
-                           diff=list(self.plan.diff))
+                           diff=list(self.plan.diff), stale=list(self.plan.stale))
         return self.plan
 
     def txn_copies(self, record):
