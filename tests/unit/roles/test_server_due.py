@@ -17,13 +17,19 @@ from conftest import ROOT, make_standin_model, run_play
 
 ROLE = os.path.join(ROOT, "roles", "server")
 
+# The files a deploy lands, written by the same module call (the prepare phase of run.yml: lands what differs,
+# restarts nothing); its write-ahead record removed, as a deploy that went on to keep the set closes it.
 WRITE_FILES = """
-    - name: Write the secrets file, environment file and unit as the main entry point does
+    - name: Write the secrets file, environment file, launcher and unit as the main entry point does
       ansible.builtin.include_role:
         name: gpuserve.sglang.server
-        tasks_from: files
+        tasks_from: run
       vars:
-        _server_files_check: false
+        _server_phase: prepare
+    - name: The change closed
+      ansible.builtin.file:
+        path: "{{ sglang_config_dir }}/backup/last-good/txn.json"
+        state: absent
 """
 
 FAKE_SYSTEMCTL = """#!/bin/sh
@@ -72,7 +78,7 @@ def host(tmp_path, monkeypatch):
                           "vars": case.get("vars", {})})
             if case.get("write"):
                 tasks += yaml.safe_load(WRITE_FILES)
-                tasks[-1]["vars"].update(case.get("vars", {}))
+                tasks[-2]["vars"].update(case.get("vars", {}))
             tasks.append({"name": "Keep the answer of case %d" % index, "ansible.builtin.copy": {
                 "content": "{{ {'due': sglang_server_restart_due, 'reasons': sglang_server_restart_reasons} | to_json }}",
                 "dest": str(tmp_path / "out" / ("%d.json" % index)), "mode": "0644"}})
@@ -96,19 +102,19 @@ def test_due_entry_point_is_documented_with_mains_options():
     assert "sglang_server_restart_due" in " ".join(specs["due"]["description"])
 
 
-def test_configure_and_due_share_one_check_pass():
-    """configure.yml and due.yml import the same check_files.yml; neither holds its own copy of the check."""
-    for name in ("configure.yml", "due.yml"):
-        with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
-            tasks = yaml.safe_load(handle)
-        includes = [t.get("ansible.builtin.import_tasks") for t in tasks]
-        assert "check_files.yml" in includes, name
-        assert not any(t.get("ansible.builtin.template") or t.get("ansible.builtin.copy") for t in tasks
-                       if "block" not in t) or name == "configure.yml"
+def test_deploy_and_due_share_one_check_pass():
+    """due.yml asks the same module call as a deploy (run.yml, the same options: the same comparison) in state
+    due; it holds no check of its own and changes nothing (the preflight reads only)."""
     with open(os.path.join(ROLE, "tasks", "due.yml"), encoding="utf-8") as handle:
         due = yaml.safe_load(handle)
     assert [t.get("ansible.builtin.import_tasks") for t in due if "ansible.builtin.import_tasks" in t] == [
-        "preflight.yml", "check_files.yml", "stale.yml"]
+        "preflight.yml", "run.yml"]
+    assert next(t for t in due if t.get("ansible.builtin.import_tasks") == "run.yml")["vars"] == {
+        "_server_phase": "due"}
+    assert [list(t)[1] for t in due if "ansible.builtin.import_tasks" not in t] == ["ansible.builtin.set_fact"]
+    with open(os.path.join(ROLE, "tasks", "run.yml"), encoding="utf-8") as handle:
+        module = yaml.safe_load(handle)[0]["gpuserve.sglang.sglang_server"]
+    assert module["state"] == "{{ 'due' if _server_phase | default('') == 'due' else 'deployed' }}"
 
 
 def test_fresh_host_is_due_and_nothing_is_written(host):

@@ -47,13 +47,23 @@ def test_profile_choices_are_the_shipped_profiles():
 
 def test_phases_and_tags():
     top = _yaml("tasks", "main.yml")
-    # the phases that change the host run inside the block that holds the host lease (lease.yml first)
-    main = top[:1] + [t for t in top[1]["block"] if t["name"] in ("Install", "Configure", "Run")]
-    # static imports: a phase costs no task of its own at run time (issue 20); its tags reach every task of it
-    files = [t["ansible.builtin.import_tasks"] for t in main]
-    assert files == ["preflight.yml", "install.yml", "configure.yml", "run.yml"]
-    for task, phase in zip(main, ["preflight", "install", "configure", "run"]):
-        assert task["tags"] == ["server_" + phase]
+    # static import: the preflight costs no task of its own at run time (issue 20); its tag reaches every task of it
+    assert top[0]["ansible.builtin.import_tasks"] == "preflight.yml" and top[0]["tags"] == ["server_preflight"]
+    # the phases that change the host run inside the block that holds the host lease (lease.yml first), and give
+    # it back in the block's always, under the same tags
+    block = top[1]
+    assert block["tags"] == ["server_install", "server_configure", "server_run"]
+    assert block["block"][0]["ansible.builtin.import_tasks"] == "lease.yml"
+    assert block["block"][0]["vars"] == {"sglang_lease_state": "acquired"}
+    give_back = block["always"][0]["ansible.builtin.include_tasks"]
+    assert give_back["file"] == "lease.yml" and give_back["apply"]["tags"] == block["tags"]
+    steps = {t.get("ansible.builtin.import_tasks") or t.get("ansible.builtin.include_tasks"): t for t in block["block"]}
+    # configure-and-run is ONE module call on one host (run.yml), its phases with the group's verdicts on several
+    assert steps["run.yml"]["when"] == "sglang_server_nodes | length == 0"
+    assert steps["group.yml"]["when"] == "sglang_server_nodes | length > 0"
+    assert "ansible.builtin.import_tasks" in steps["run.yml"]
+    run = _yaml("tasks", "run.yml")
+    assert len(run) == 1 and "gpuserve.sglang.sglang_server" in run[0]
 
 
 def test_production_defaults_of_the_unit():
@@ -66,13 +76,15 @@ def test_production_defaults_of_the_unit():
         "sglang_unit_wanted_by": "multi-user.target", "sglang_rollback": True, "sglang_free_gpus": False,
     }
     assert {k: DEFAULTS[k] for k in expected} == expected
-    # PATH: the resolved interpreter's bin (preflight's _server_python), CUDA's bin, nvidia-smi's directory
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined)
+    # PATH: the resolved interpreter's bin (preflight's host read, _server_host.python), CUDA's bin, nvidia-smi's
+    # Ansible's undefined lets `_server_host.python | default(...)` through before the preflight read the host
+    env = jinja2.Environment(undefined=jinja2.ChainableUndefined)
     env.filters["dirname"] = os.path.dirname
     path = env.from_string(DEFAULTS["sglang_unit_environment"]["PATH"])
     common = {"sglang_cuda_home": "/usr/local/cuda-13.0", "sglang_nvidia_smi_dir": "/opt/nv", "sglang_python": "",
               "sglang_venv": "/opt/sglang/venv"}
-    assert path.render(_server_python="/opt/sglang/versions/sglang-0.5.9-0123456789ab/bin/python", **common) == (
+    resolved = {"python": "/opt/sglang/versions/sglang-0.5.9-0123456789ab/bin/python"}
+    assert path.render(_server_host=resolved, **common) == (
         "/opt/sglang/versions/sglang-0.5.9-0123456789ab/bin:/usr/local/cuda-13.0/bin:/opt/nv:"
         "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
     # before preflight resolved it (argument_specs validation evaluates the defaults): no error, sglang_venv's bin
@@ -121,6 +133,10 @@ def _render_unit(**over):
         "sglang_plan_inputs": {"hicache": False},
     })
     variables.update(over)
+    # the role var the template reads (vars/main.yml): SGLang's --config, the secrets file when a key is set, by
+    # the role's own expression
+    config = _yaml("vars", "main.yml")["_server_in"]["config"]
+    variables["_server_in"] = {"config": env.from_string(config).render(**variables)}
     return env.get_template("sglang.service.j2").render(**variables)
 
 
@@ -183,19 +199,48 @@ def test_unit_environment_values_are_quoted():
 def test_env_file_and_record_mask_the_key():
     content = f.sglang_envfile({"SGLANG_ENABLE_SPEC_V2": "True", "SGLANG_API_KEY": "k"})
     assert content.splitlines() == ['SGLANG_API_KEY="k"', 'SGLANG_ENABLE_SPEC_V2="True"']
-    with open(os.path.join(ROLE, "templates", "deployment-record.md.j2"), encoding="utf-8") as handle:
-        record = handle.read()
-    assert "sglang_mask_env" in record
-    assert not re.search(r"sglang_api_key\s*}}", record)
+    # the record is the module's (_record.deploy_record masks every value of secrets_to_mask: test_record.py); the
+    # role hands it both keys, and the record its environment and command line, never a key itself
+    module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
+    assert module["secrets_to_mask"] == ["{{ sglang_api_key }}", "{{ sglang_admin_api_key }}"]
+    assert "sglang_api_key" not in yaml.safe_dump(module["record"])
 
 
 def test_secrets_never_logged():
-    for name in ("configure.yml", "files.yml"):
-        tasks = _yaml("tasks", name)
-        for task in tasks:
-            body = yaml.safe_dump(task)
-            if "_server_env_content" in body and ("copy" in body or "set_fact" in body):
-                assert task.get("no_log") is True, task["name"]
+    """The keys travel only in the options of gpuserve.sglang.sglang_server that its argument spec marks no_log
+    (the environment file's and the secrets file's content, api_key, secrets_to_mask); no other task of the role
+    names a key, and the effective environment's fact is no_log when a value looks secret."""
+    from ansible_collections.gpuserve.sglang.plugins.modules import sglang_server  # pylint: disable=import-outside-toplevel
+    spec = {}
+
+    class Stop(Exception):
+        pass
+
+    class Module:
+        def __init__(self, argument_spec, **kwargs):
+            spec.update(argument_spec)
+            raise Stop()
+
+    real = sglang_server.AnsibleModule
+    sglang_server.AnsibleModule = Module
+    try:
+        with pytest.raises(Stop):
+            sglang_server.main()
+    finally:
+        sglang_server.AnsibleModule = real
+    assert spec["env"]["options"]["content"]["no_log"] is True
+    assert spec["secrets"]["options"]["content"]["no_log"] is True
+    assert spec["api_key"]["no_log"] is True and spec["secrets_to_mask"]["no_log"] is True
+    module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
+    assert "sglang_api_key" in module["env"]["content"] and "sglang_api_key" in module["secrets"]["content"]
+    for name in sorted(os.listdir(os.path.join(ROLE, "tasks"))):
+        for task in _yaml("tasks", name) or []:
+            for inner in [task] + task.get("block", []) + task.get("rescue", []) + task.get("always", []):
+                body = yaml.safe_dump({k: v for k, v in inner.items() if k not in ("block", "rescue", "always")})
+                if "api_key" in body and "gpuserve.sglang.sglang_server" not in inner:
+                    assert inner.get("no_log") is True, "%s: %s" % (name, inner.get("name"))
+    flags = next(t for t in _yaml("tasks", "flags.yml") if "_server_env" in (t.get("ansible.builtin.set_fact") or {}))
+    assert "sglang_mask_env" in flags["no_log"]
 
 
 def test_unit_template_timeout_stop_for_hicache_units():
@@ -205,55 +250,36 @@ def test_unit_template_timeout_stop_for_hicache_units():
     assert hicache["TimeoutStopSec"] == ["180"]
 
 
-def test_rollback_stops_the_failed_invocation_before_any_file_goes_back():
-    """A failed start waits in auto-restart (Restart=on-failure, RestartSec): the rescue stops it before it puts
-    any file back, so systemd cannot start the failing configuration again while the rollback runs (found by
-    molecule/restart_inputs on a busy machine: three starts instead of two, the failing one twice)."""
-    block = next(t for t in _yaml("tasks", "restart.yml") if "block" in t)
-    rollback = next(t for t in block["rescue"] if t.get("name") == "Roll back to the last good configuration")
-    first = rollback["block"][0]
-    assert first["ansible.builtin.systemd_service"] == {"name": "{{ sglang_service_name }}.service", "state": "stopped"}
-    host_changes = [i for i, t in enumerate(rollback["block"])
-                    if "ansible.builtin.copy" in t or "ansible.builtin.file" in t]
-    assert host_changes and min(host_changes) > 0
+# The rollback's order (the failed invocation stopped before any file goes back), the verification of a running
+# invocation no run verified inside the rollback's reach, and the restore a killed run left open being finished by
+# the next run are the sglang_server module's (module_utils/_server/machine.py): tests/unit/plugins/module_utils/
+# test_server_machine.py (test_a_rollback_killed_after_the_stop_is_finished_by_the_next_call_with_the_unit_stopped,
+# test_an_unknown_invocation_is_verified_inside_the_rollbacks_reach, test_a_failing_gate_restores_every_file_...)
+# and test_server_plan.py (test_an_open_restore_or_transaction_is_finished_first_also_when_stopped).
+def test_the_lifecycle_is_the_modules_no_task_of_the_role_stops_restores_or_restarts():
+    """No task of the role stops, starts or restarts the server, or copies a file back: a YAML rollback beside the
+    module's would run outside its transaction (its restore record, its order)."""
+    for name in sorted(os.listdir(os.path.join(ROLE, "tasks"))):
+        for task in _yaml("tasks", name) or []:
+            for inner in [task] + task.get("block", []) + task.get("rescue", []) + task.get("always", []):
+                assert "gpuserve.sglang.sglang_last_good" not in inner, (name, inner.get("name"))
+                assert "gpuserve.sglang.sglang_service" not in inner, (name, inner.get("name"))
+                service = inner.get("ansible.builtin.systemd_service") or {}
+                assert not service or "textfile" in service.get("name", ""), (name, inner.get("name"))
 
 
 def test_every_read_of_a_file_that_can_hold_the_key_is_no_log():
     """A slurp of the process environment, the environment file or the secrets file puts its base64 in the
-    output at -v (and in AWX job events): SGLANG_API_KEY decoded from it (issue 22). Every such read is no_log."""
+    output at -v (and in AWX job events): SGLANG_API_KEY decoded from it (issue 22). Every such read is no_log;
+    the record's read of the running process's environment is the module's now (_record, masked: test_record.py)."""
     secret_sources = ("/environ", "sglang_env_file", "sglang_secrets_file")
-    found = []
     for name in sorted(os.listdir(os.path.join(ROLE, "tasks"))):
         for task in _yaml("tasks", name) or []:
-            for inner in [task] + task.get("block", []) + task.get("rescue", []):
-                slurp = inner.get("ansible.builtin.slurp")
-                if slurp and any(source in str(slurp.get("src", "")) for source in secret_sources):
-                    found.append((name, inner["name"]))
-                    assert inner.get("no_log") is True, "%s: %s" % (name, inner["name"])
-    assert ("record.yml", "Read the environment of the running server process") in found
-
-
-def test_an_unverified_running_invocation_is_verified_inside_the_rescue():
-    """Issue 22: a run killed during its restart left its files and an invocation no run verified; run again,
-    nothing is newer than it. run.yml routes it through restart.yml's block (state started: verify, no restart),
-    so its failure takes the rollback; molecule/server kills a failing change mid-restart and runs it again."""
-    run = _yaml("tasks", "run.yml")
-    names = [t["name"] for t in run]
-    mark = next(t for t in run if "_server_verify_only" in (t.get("ansible.builtin.set_fact") or {}))
-    facts = mark["ansible.builtin.set_fact"]
-    # one task marks both (issue 20): a restart when older than its files, else a verification of an unknown one
-    assert "_server_unknown_invocation | bool" in facts["_server_restart_pending"]
-    assert facts["_server_verify_only"].startswith("{{ not (_server_restart_pending | bool or _server_stale_invocation | bool)")
-    conditions = mark["vars"]["_server_unknown_invocation"]
-    assert "_server_inputs_now.manifest.invocation_id" in conditions and "InvocationID" in conditions
-    assert "'failed'" in conditions and "'inactive'" not in conditions
-    restart = next(t for t in run if (t.get("ansible.builtin.include_tasks") == "restart.yml"))
-    assert names.index(mark["name"]) < names.index(restart["name"])
-    block = next(t for t in _yaml("tasks", "restart.yml") if "block" in t)
-    service = next(t for t in block["block"] if "gpuserve.sglang.sglang_service" in t)
-    assert service["gpuserve.sglang.sglang_service"]["state"] == \
-        "{{ 'started' if _server_verify_only | default(false) | bool else 'restarted' }}"
-    assert "rescue" in block
+            for inner in [task] + task.get("block", []) + task.get("rescue", []) + task.get("always", []):
+                for read in ("ansible.builtin.slurp", "ansible.builtin.command", "ansible.builtin.shell"):
+                    body = str(inner.get(read) or "")
+                    if any(source in body for source in secret_sources):
+                        assert inner.get("no_log") is True, "%s: %s" % (name, inner["name"])
 
 
 # ---- a group moves as one; an interrupted rollback is finished (issue 39) ------------------------------------------
@@ -268,55 +294,42 @@ def _index(tasks, predicate):
 def test_a_node_missing_from_the_play_stops_the_group_before_any_node_stops():
     """Defect 3. Old code: nothing between the preflight and the restart looked at the other nodes: a node that
     dropped out after its preflight (lease held, configure failed, UNREACHABLE) left node 0 to restart alone.
-    Now every node takes its group's verdict over ansible_play_batch before the strays, the GPUs or the unit are
-    stopped, and any_errors_fatal ends the play for every host."""
-    run = _yaml("tasks", "run.yml")
-    verdict = _index(run, lambda t: "any_errors_fatal" in t and "ansible.builtin.assert" in t)
-    task = run[verdict]
-    assert task["any_errors_fatal"] is True
-    assert "sglang_group_problems(hostvars, ansible_play_batch)" in task["vars"]["_server_group_problems"]
-    ready = _index(run, lambda t: (t.get("ansible.builtin.set_fact") or {}).get("_server_node_ready") is True)
-    assert ready < verdict
-    for first_stop in ("strays.yml", "free_gpus.yml", "restart.yml"):
-        assert verdict < _index(run, lambda t, f=first_stop: t.get("ansible.builtin.include_tasks") == f)
-    # a node is "ready" only in this run: its preflight resets the facts the verdicts read
+    Now every node prepares (lands its files, stops nothing), then takes the group's verdict over
+    ansible_play_batch before any node restarts; the verdict's rules are tested in tests/unit/plugins/filter/
+    test_server_role.py (sglang_group_verdict)."""
+    block = _yaml("tasks", "group.yml")[0]
+    steps = block["block"]
+    assert [t.get("vars", {}).get("_server_phase") for t in steps] == ["prepare", None, "restart", None, "commit"]
+    assert all(t.get("ansible.builtin.import_tasks") == "run.yml" for t in steps[0::2])
+    prepared = steps[1]["vars"]["_server_problems"]
+    assert "sglang_group_verdict(hostvars, ansible_play_batch, 'prepare')" in prepared
+    assert steps[1]["ansible.builtin.assert"]["that"] == "_server_problems | length == 0"
+    assert "Nothing was stopped or restarted on any node" in steps[1]["ansible.builtin.assert"]["fail_msg"]
+    # a node is "ready" only in this run: its preflight empties the result the verdicts read
     reset = _yaml("tasks", "nodes.yml")[0]["ansible.builtin.set_fact"]
-    assert reset["_server_node_ready"] is False and reset["_server_gates_passed"] is False and reset["_server_restart"] == {}
+    assert reset["sglang_server"] == {}
+    assert _yaml("tasks", "run.yml")[0]["register"] == "sglang_server"
+    # a restart due on one node is due on all: a node restarted alone cannot join the others' ranks
+    module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
+    assert module["force_restart"] == "{{ sglang_server_nodes | gpuserve.sglang.sglang_group_due(hostvars) }}"
+    assert module["phase"] == "{{ _server_phase | default('converge') | replace('due', 'converge') }}"
 
 
 def test_the_gates_run_before_the_groups_verdict_and_no_node_keeps_before_it():
     """Defect 4. Old code: the gates ran after the all-nodes check, on node 0 only: a gate failure rolled back
-    node 0 alone while nodes 1..N went on to keep the new configuration as their last good set."""
-    block = next(t for t in _yaml("tasks", "restart.yml") if "block" in t)["block"]
-    gates = [_index(block, lambda t, f=f: t.get("ansible.builtin.include_tasks") == f)
-             for f in ("bench_gate.yml", "answers_gate.yml")]
-    verdict = _index(block, lambda t: "gates='_server_gates_passed'" in str(t.get("vars", {})))
-    passed = _index(block, lambda t: (t.get("ansible.builtin.set_fact") or {}).get("_server_gates_passed") is True)
-    assert max(gates) < passed < verdict == len(block) - 1
-    assert "result='_server_restart'" in block[verdict]["vars"]["_server_group_problems"]
-    run = _yaml("tasks", "run.yml")
-    keep = _index(run, lambda t: t.get("ansible.builtin.include_tasks") == "last_good.yml")
-    check = [i for i, t in enumerate(run) if t.get("any_errors_fatal") is True]
-    assert len(check) == 2 and check[1] < keep
-
-
-def test_an_open_restore_is_opened_before_the_stop_and_finished_by_the_next_run():
-    """Defect 6. Old code: nothing recorded a rollback in progress; killed after "Stop the failed invocation" or
-    with one copy failed, the next run took the "start when not running" path and never rolled back."""
-    restart = _yaml("tasks", "restart.yml")
-    block = next(t for t in restart if "block" in t)
-    opening = _index(block["rescue"], lambda t: (t.get("gpuserve.sglang.sglang_last_good") or {}).get("state") == "restoring")
-    rollback = _index(block["rescue"], lambda t: t.get("name") == "Roll back to the last good configuration")
-    assert opening < rollback
-    inner = block["rescue"][rollback]["block"]
-    assert "ansible.builtin.systemd_service" in inner[0]
-    restored = _index(inner, lambda t: (t.get("gpuserve.sglang.sglang_last_good") or {}).get("state") == "restored")
-    assert restored > 0
-    # the next run, whatever the unit's state: an open restore makes the rescue's path due, first thing in the block
-    first = block["block"][0]
-    assert "ansible.builtin.fail" in first and first["when"] == "_server_inputs_now.restore_open | default({}) | length > 0"
-    mark = next(t for t in _yaml("tasks", "run.yml") if "_server_verify_only" in (t.get("ansible.builtin.set_fact") or {}))
-    assert "_server_restore_open" in mark["ansible.builtin.set_fact"]["_server_restart_pending"]
-    assert "not _server_restore_open" in mark["ansible.builtin.set_fact"]["_server_verify_only"]
-    assert "_server_restore_open" in mark["when"]
-    assert "restore_open" in mark["vars"]["_server_restore_open"]
+    node 0 alone while nodes 1..N went on to keep the new configuration as their last good set. Now node 0 runs the
+    gates inside its restart step, and the verdict "keep" over every node's restart comes before any node commits;
+    a no (or any failure in the block) restores every node."""
+    block = _yaml("tasks", "group.yml")[0]
+    steps = block["block"]
+    restart, verdict, commit = steps[2], steps[3], steps[4]
+    assert restart["vars"]["_server_phase"] == "restart" and commit["vars"]["_server_phase"] == "commit"
+    assert "sglang_group_verdict(hostvars, ansible_play_batch, 'restart')" in verdict["vars"]["_server_problems"]
+    assert verdict["ansible.builtin.assert"]["that"] == "_server_problems | length == 0"
+    module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
+    assert module["gates_here"] == "{{ sglang_server_nodes[:1] in [[], [inventory_hostname]] }}"
+    rescue = block["rescue"]
+    assert rescue[0]["ansible.builtin.import_tasks"] == "run.yml" and rescue[0]["vars"]["_server_phase"] == "restore"
+    assert "ansible.builtin.fail" in rescue[1] and "ansible_failed_result.msg" in rescue[1]["ansible.builtin.fail"]["msg"]
+    # the restore is told why (the verdict's reason reaches the module's result and the record)
+    assert module["reason"] == "{{ ansible_failed_result.msg | default('') }}"

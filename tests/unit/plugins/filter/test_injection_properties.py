@@ -50,11 +50,15 @@ def _render(**over):
         "sglang_unit_environment": {"CUDA_HOME": "/usr/local/cuda", "PATH": "/usr/bin:/bin"},
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang",
-        "server_cmdline": systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX),
         "_server_cmdline": systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX),
         "ansible_managed": "Ansible managed", "sglang_api_key": "", "sglang_plan_inputs": {"hicache": False},
     })
     variables.update(over)
+    # the role var the template reads (roles/server/vars/main.yml): SGLang's --config, the secrets file when a key
+    # is set, by the role's own expression
+    with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
+        config = yaml.safe_load(handle)["_server_in"]["config"]
+    variables["_server_in"] = {"config": env.from_string(config).render(**variables)}
     return env.get_template("sglang.service.j2").render(**variables)
 
 
