@@ -58,8 +58,16 @@ def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
     assert 'python: "{{ _common_python_given if ansible_parent_role_names' in text
     assert "install_record: \"{{ _common_install_record if _common_python_given | length == 0 else '' }}\"" in text
     assert '_common_python: "{{ _common_host.python }}"' in text
-    for role, given, fact in (("server", "sglang_python", "_server_python"),
-                              ("nccl_tuning", "nccl_python", "_nccl_tuning_python")):
+    # the server's preflight reads the host in ONE sglang_host_facts run of its own (issue 39) with the same rule:
+    # the interpreter given, else the install record's venv (only when none is given), else sglang_venv
+    server = next(t["gpuserve.sglang.sglang_host_facts"] for t in _yaml("server", "tasks", "preflight.yml")
+                  if "gpuserve.sglang.sglang_host_facts" in t)
+    assert server["python"] == "{{ sglang_python }}"
+    assert server["install_record"] == "{{ sglang_install_record if sglang_python | length == 0 else '' }}"
+    assert server["venv"] == "{{ sglang_venv }}"
+    with open(os.path.join(ROLES, "server", "tasks", "preflight.yml")) as handle:
+        assert handle.read().count("sglang_install_record") == 1   # only passed on: no read of its own
+    for role, given, fact in (("nccl_tuning", "nccl_python", "_nccl_tuning_python"),):
         with open(os.path.join(ROLES, role, "tasks", "preflight.yml")) as handle:
             text = handle.read()
         assert "tasks_from: interpreter.yml" in text, role

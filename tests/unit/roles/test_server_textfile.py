@@ -63,7 +63,7 @@ def test_the_timer_unit_passes_the_state_directory_sglang_service_writes():
     from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR
     with open(os.path.join(ROOT, "roles", "server", "tasks", "textfile.yml"), encoding="utf-8") as handle:
         text = handle.read()
-    assert "'--state-dir', '%s'" % STATE_DIR in text
+    assert "--state-dir %s\n" % STATE_DIR in text
     yaml.safe_load(text)
 
 

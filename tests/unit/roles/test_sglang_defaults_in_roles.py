@@ -73,16 +73,26 @@ def test_no_role_or_playbook_states_an_sglang_default():
 
 
 def test_the_server_flags_read_sglang_s_defaults_through_the_filter():
+    """flags.yml computes the plan inputs in Python (filter sglang_server_plan, by the host's release, else
+    sglang_version's); a flag left out takes sglang_defaults(release, planning=True)'s value, field by field."""
+    from ansible_collections.gpuserve.sglang.plugins.filter import server_role  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuserve.sglang.plugins.filter.sglang_defaults import sglang_defaults  # pylint: disable=import-outside-toplevel
     with open(os.path.join(ROOT, "roles", "server", "tasks", "flags.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
     task = next(t for t in tasks if "sglang_plan_inputs" in (t.get("ansible.builtin.set_fact") or {}))
-    assert "gpuserve.sglang.sglang_defaults(planning=true)" in task["vars"]["_server_sglang_defaults"]
-    assert "_server_host.sglang_release" in task["vars"]["_server_sglang_defaults"]
-    inputs = task["ansible.builtin.set_fact"]["sglang_plan_inputs"]
-    for key, field in (("tp", "tp_size"), ("mem_fraction_static", "mem_fraction_static"),
-                       ("hicache", "enable_hierarchical_cache"), ("ratio", "hicache_ratio"), ("size_gb", "hicache_size"),
-                       ("page_size", "page_size"), ("kv_dtype", "kv_cache_dtype")):
-        assert "default(_server_sglang_defaults.%s)" % field in inputs[key], key
+    assert task["ansible.builtin.set_fact"]["sglang_plan_inputs"] == \
+        "{{ _server_in | gpuserve.sglang.sglang_server_plan(hostvars) }}"
+    with open(os.path.join(ROOT, "roles", "server", "vars", "main.yml"), encoding="utf-8") as handle:
+        release = yaml.safe_load(handle)["_server_in"]["release"]
+    assert release.startswith("{{ _server_host.sglang_release | default(sglang_version")
+    for version in ("", "0.5.9"):
+        d = sglang_defaults(version, planning=True)
+        inputs = server_role.sglang_plan_inputs({"model-path": "/m"}, version)
+        for key, field in (("tp", "tp_size"), ("mem_fraction_static", "mem_fraction_static"),
+                           ("hicache", "enable_hierarchical_cache"), ("ratio", "hicache_ratio"),
+                           ("size_gb", "hicache_size"), ("page_size", "page_size"), ("kv_dtype", "kv_cache_dtype")):
+            assert inputs[key] == d[field], (version, key)
+    assert server_role.sglang_plan_inputs({"tp": 8}, "")["tp"] == 8
 
 
 def test_the_planning_assumptions_are_named_once_and_the_inputs_that_repeat_them_are_tied_to_them():
