@@ -196,6 +196,17 @@ options:
     suboptions:
       versioned: {description: The venv the unit runs., type: path}
       link: {description: The link., type: path}
+  lock_dir:
+    description:
+      - Where the unit's work lock is (C(<unit>.work), flock): a call that may change the host holds it for its
+        whole duration, and a second call waits for it. A call whose controller died may still be finishing its
+        restart or rollback on the host; the next run waits for it instead of acting beside it.
+    type: path
+    default: /run/gpuserve-sglang
+  lock_wait:
+    description: Seconds to wait for another call's work lock, then fail naming its pid (nothing changed).
+      Default 2 x O(service.timeout) + 1800.
+    type: int
   host_name:
     description: This host's name in messages (the inventory name); default the record's C(host), else the host's name.
     type: str
@@ -321,6 +332,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import ma
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.desired import Desired
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import LifecycleFailure, ServerLifecycle
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.onhost import HostSystemctl
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.worklock import WorkLockTimeout, acquire
 from ansible_collections.gpuserve.sglang.plugins.module_utils._service_runner import ServiceRunner, check_health_url
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import compile_patterns
 from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR, StateFile
@@ -420,6 +432,8 @@ def main():
             record=dict(type="dict", default={}),
             venv_link=dict(type="dict", default={}, options=dict(versioned=dict(type="path"), link=dict(type="path"))),
             host_name=dict(type="str"),
+            lock_dir=dict(type="path", default="/run/gpuserve-sglang"),
+            lock_wait=dict(type="int"),
         ),
         supports_check_mode=True,
     )
@@ -448,6 +462,17 @@ def main():
                                 bench_gate=bench_gate(p), recorder=recorder(p, module.check_mode),
                                 stop_strays=stop_strays(p), free_gpus=free_gpus(p), gates_here=p["gates_here"],
                                 check_mode=module.check_mode, force_restart=p["force_restart"])
+    # One call at a time on the unit (_server/worklock.py): a call whose controller died may still be finishing
+    # its transaction on this host; wait for it, then read the host as it left it.
+    if p["state"] == "deployed" and not module.check_mode:
+        wait = p["lock_wait"] if p["lock_wait"] is not None else 2 * service["timeout"] + 1800
+        try:
+            _lock, waited, holder = acquire(p["lock_dir"], desired.unit, wait)
+        except (WorkLockTimeout, OSError) as exc:
+            module.fail_json(msg=mask(str(exc), secrets))
+        if waited >= 1:
+            module.warn("waited %d s for another call of sglang_server on %s (pid %s: a run whose controller may be "
+                        "gone) to finish its work" % (waited, desired.unit, holder or "?"))
     try:
         if p["state"] == "due":
             result = lifecycle.due()
