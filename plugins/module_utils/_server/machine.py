@@ -83,6 +83,9 @@ def _utc(seconds):
 
 
 class ServerLifecycle(object):
+    # the role variable that turns the rollback off (named in "No rollback: ... is false")
+    ROLLBACK_SWITCH = "sglang_rollback"
+
     def __init__(self, desired, systemctl, run, runner_factory, answers_gate=None, bench_gate=None, recorder=None,
                  stop_strays=None, free_gpus=None, gates_here=True, check_mode=False, clock=time.time,
                  force_restart=False):
@@ -243,7 +246,8 @@ class ServerLifecycle(object):
             return self.check()
         if not self.desired.rollback:
             txn_mod.close(self.directory)
-            raise self.failure("%s: %s. No rollback: sglang_rollback is false." % (self.desired.service, reason))
+            raise self.failure("%s: %s. No rollback: %s is false."
+                               % (self.desired.service, reason, self.ROLLBACK_SWITCH))
         if not self.can_restore():
             txn_mod.close(self.directory)
             raise self.failure("%s: %s. No rollback: there is no previous unit (first deployment)."
@@ -270,7 +274,7 @@ class ServerLifecycle(object):
             self.notice("%s: an earlier run's change (begun at %s) did not finish; %s: its transaction is closed "
                         "and this run applies its own change"
                         % (self.desired.service, _utc(record.get("since")),
-                           "sglang_rollback is false" if not self.desired.rollback
+                           "%s is false" % self.ROLLBACK_SWITCH if not self.desired.rollback
                            else "there is nothing to go back to"))
             self.did("closed an unfinished transaction", changed=True)
             self.read()
@@ -377,7 +381,7 @@ class ServerLifecycle(object):
             raise self.failure("%s: %s: %s%s" % (self.desired.service, head, reason, self.journal_words(failed)))
         if not self.desired.rollback:
             txn_mod.close(self.directory)
-            words = "No rollback: sglang_rollback is false."
+            words = "No rollback: %s is false." % self.ROLLBACK_SWITCH
         elif not self.can_restore():
             txn_mod.close(self.directory)
             words = "No rollback: there is no previous unit (first deployment)."
@@ -413,6 +417,10 @@ class ServerLifecycle(object):
                       "and the link %s was not switched." % (self.desired.venv_versioned, self.desired.venv_link))
         return words
 
+    def restore_runner(self):
+        """The runner that restarts and verifies the restored set (a subclass may verify it otherwise)."""
+        return self.runner_factory("restarted")
+
     def restore(self, reason):
         """Put back every file the change touched and verify the restored server: the restore opened first
         (restore.json: the next call finishes it if this one is killed), the unit stopped (no automatic restart of
@@ -442,7 +450,7 @@ class ServerLifecycle(object):
                 for key in ("put_back", "removed", "missing"):
                     outcome[key].extend(back[key])
             self.systemctl.daemon_reload()
-            ok, res = self.runner_factory("restarted").execute()
+            ok, res = self.restore_runner().execute()
             outcome["result"] = res
             if not ok:
                 outcome["msg"] = res.get("msg", "")

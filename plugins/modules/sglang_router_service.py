@@ -1,0 +1,244 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Copyright (c) gpuserve.sglang contributors
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_router_service
+short_description: The router's on-host life - compare, land, restart once, verify the workers, keep or roll back
+version_added: "1.1.0"
+description:
+  - Takes the desired state of one router unit (sglang-router or SMG) on one host - the unit, its environment file
+    (the workers' key), the launcher, the directories - and does, in Python on the host, what
+    M(gpuserve.sglang.sglang_server) does for an SGLang server, with the SAME mechanism (the transaction, the atomic
+    landing after C(systemd-analyze verify), the last good set, the rollback; C(plugins/module_utils/_server/)).
+  - Compare with what is there (the diff in C(--diff)); land what differs; enable, daemon-reload; restart ONCE or
+    start; verify the router as M(gpuserve.sglang.sglang_router_workers) V(reconciled) does - C(/readiness) and
+    every worker listed healthy, a healthy worker an earlier run left out put back unless it is held out on purpose
+    (O(router.held_out_file)); then keep the set and write the record, or put back every file the change touched,
+    restart and verify that the router answers again, and fail saying so with the router's journal.
+  - The environment file holds the key - never copied into the last good set, never put back by a rollback, its text
+    never in a diff. An unchanged router costs one call that writes nothing (the reconcile still runs).
+  - No SGLang gate runs here (no benchmark, no answers, no HiCache texts).
+author:
+  - gpuserve.sglang maintainers (@gpuserve)
+extends_documentation_fragment:
+  - gpuserve.sglang._attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Reads and plans only; returns RV(action), RV(reasons) and RV(diff), writes nothing, restarts nothing.
+  diff_mode:
+    support: full
+    details:
+      - Each file that would change, before and after; the environment file's text is never shown.
+  platform:
+    details: Linux hosts with systemd.
+options:
+  name:
+    description: The unit's name without C(.service).
+    type: str
+    required: true
+  unit:
+    description: The unit file (0644 root:root), checked with C(systemd-analyze verify) before it lands.
+    type: dict
+    required: true
+    suboptions:
+      path: {description: Where it lands., type: path, required: true}
+      content: {description: Its text., type: str, required: true}
+  env:
+    description: The environment file (0600 root:root), the workers' key.
+    type: dict
+    required: true
+    suboptions:
+      path: {description: Where it lands., type: path, required: true}
+      content: {description: Its text., type: str, required: true}
+  launcher:
+    description: The launcher that hands the key to the router inside its process (0644 root:root).
+    type: dict
+    suboptions:
+      path: {description: Where it lands., type: path, required: true}
+      content: {description: Its text., type: str, required: true}
+  dirs:
+    description: Directories that must exist (root:root).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      path: {description: The directory., type: path, required: true}
+      mode: {description: Its mode., type: str, default: "0755"}
+  backup_dir:
+    description: The last good set (C(last-good/)), the transaction and the replaced units' copies.
+    type: path
+    required: true
+  backup_keep:
+    description: How many timestamped copies of replaced units to keep.
+    type: int
+    default: 5
+  rollback:
+    description: Put the previous files back when the new configuration fails verification.
+    type: bool
+    default: true
+  api_key:
+    description: The key the router checks and hands to its workers (its worker API is asked with it).
+    type: str
+    default: ""
+  router:
+    description: How the router is verified.
+    type: dict
+    required: true
+    suboptions:
+      url: {description: The router's own URL on this host., type: str, required: true}
+      workers: {description: The workers it must list healthy., type: list, elements: str, default: []}
+      kinds: {description: Prefill/decode kinds behind a gateway in PD mode., type: dict, default: {}}
+      held_out_file: {description: Workers held out on purpose (never put back)., type: path}
+      timeout: {description: Seconds for the verification., type: float, default: 120}
+  record:
+    description: The deployment record (markdown), written after a verified start or restart, or when missing.
+    type: dict
+    default: {}
+    suboptions:
+      path: {description: Where it is written., type: path}
+      text: {description: "Its text; the line C(<!-- gpuserve: verification -->) becomes the verification.", type: str}
+  host_name:
+    description: This host's name in the messages.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: The router's on-host life
+  gpuserve.sglang.sglang_router_service:
+    name: sglang-router
+    unit: {path: /etc/systemd/system/sglang-router.service, content: "{{ lookup('template', 'sglang-router.service.j2') }}"}
+    env: {path: /etc/sglang-router/sglang-router.env, content: "# no key\n"}
+    backup_dir: /etc/sglang-router/backup
+    router: {url: "http://127.0.0.1:30000", workers: [http://gpu-1:30000]}
+"""
+
+RETURN = r"""
+action:
+  description: What the call did - V(none), V(restart), V(start), V(verify_only), V(keep_only), V(finish_restore).
+  returned: always
+  type: str
+reasons:
+  description: Why a restart was due (a file that would change, not running...).
+  returned: always
+  type: list
+actions:
+  description: What was done, in order.
+  returned: always
+  type: list
+restart:
+  description: The runner's result - C(changed), C(action), C(invocation_id), C(routers), C(put_back), C(held_out).
+  returned: always
+  type: dict
+rolled_back:
+  description: Whether a rollback put the previous set back and it verified.
+  returned: always
+  type: bool
+record:
+  description: The record written (C(changed), C(path)), or {}.
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc, _router
+from ansible_collections.gpuserve.sglang.plugins.module_utils._router_service import (
+    JOURNAL_LINES, RouterLifecycle, RouterRunner, RouterSystemctl, record_text, router_desired, write_record)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import mask
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import LifecycleFailure
+
+ENV = {"LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "SYSTEMD_LESS": ""}
+FILE = dict(path=dict(type="path", required=True), content=dict(type="str", required=True))
+
+
+def run(argv, timeout=_proc.DEFAULT_TIMEOUT, max_lines=None):
+    return _proc.run(argv, timeout=timeout, max_lines=max_lines, env=ENV)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            unit=dict(type="dict", required=True, options=dict(FILE)),
+            env=dict(type="dict", required=True, options=dict(path=dict(type="path", required=True),
+                                                              content=dict(type="str", required=True, no_log=True))),
+            launcher=dict(type="dict", options=dict(FILE)),
+            dirs=dict(type="list", elements="dict", default=[],
+                      options=dict(path=dict(type="path", required=True), mode=dict(type="str", default="0755"))),
+            backup_dir=dict(type="path", required=True),
+            backup_keep=dict(type="int", default=5),
+            rollback=dict(type="bool", default=True),
+            api_key=dict(type="str", default="", no_log=True),
+            router=dict(type="dict", required=True, options=dict(
+                url=dict(type="str", required=True), workers=dict(type="list", elements="str", default=[]),
+                kinds=dict(type="dict", default={}), held_out_file=dict(type="path"),
+                timeout=dict(type="float", default=120))),
+            record=dict(type="dict", default={}, options=dict(path=dict(type="path"), text=dict(type="str"))),
+            host_name=dict(type="str"),
+        ),
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["name"].endswith(".service") or p["backup_keep"] < 0 or p["router"]["timeout"] <= 0:
+        module.fail_json(msg="nothing was changed: name must be given without .service, backup_keep 0 or more and "
+                             "router.timeout a positive number of seconds")
+    desired = router_desired(p)
+    systemctl = RouterSystemctl(run, module.get_bin_path("systemctl", required=True))
+    journalctl = module.get_bin_path("journalctl", required=True)
+    key = p["api_key"] or None
+    settings = dict(routers=[p["router"]["url"]], workers=p["router"]["workers"], kinds=p["router"]["kinds"],
+                    held_out_file=p["router"]["held_out_file"], timeout=p["router"]["timeout"], api_key=key,
+                    worker_api_key=key)
+
+    def verify(state, sleep):
+        return _router.run(dict(settings, state=state), sleep=sleep)
+
+    def journal():
+        rc, out = run([journalctl, "-u", desired.unit, "-n", str(JOURNAL_LINES), "--no-pager", "-o", "cat"])[:2]
+        return out.splitlines() if rc == 0 else []
+
+    def runner_factory(state, read_only=False, restored=False):
+        return RouterRunner(systemctl, desired.unit, state, verify, journal, restored=restored,
+                            check_mode=module.check_mode)
+
+    def recorder(verified, bench):
+        record = p["record"] or {}
+        text = record_text(record.get("text") or "", verified, p["router"]["workers"], p["router"]["url"])
+        return write_record(record["path"], text, check_mode=module.check_mode)
+
+    lifecycle = RouterLifecycle(desired, systemctl, run, runner_factory,
+                                recorder=recorder if (p["record"] or {}).get("path") else None,
+                                check_mode=module.check_mode)
+    try:
+        result = lifecycle.converge()
+    except LifecycleFailure as exc:
+        result = dict(exc.result)
+        for notice in result.pop("notices", []):
+            module.warn(notice)
+        result.pop("msg", None)
+        module.fail_json(msg=exc.msg, **result)
+    except Exception as exc:  # pylint: disable=broad-except  # never a traceback (it may carry a key)
+        module.fail_json(msg=mask("%s: unexpected error: %s: %s" % (p["name"], type(exc).__name__, exc),
+                                  [p["api_key"]]), actions=lifecycle.result.get("actions", []))
+    for notice in result.pop("notices", []):
+        module.warn(notice)
+    put_back = (result.get("restart") or {}).get("put_back") or {}
+    if put_back:
+        result["changed"] = True
+    held = (result.get("restart") or {}).get("held_out") or []
+    if held:
+        module.warn("held out on purpose until a run verifies them (%s): %s"
+                    % (p["router"]["held_out_file"], ", ".join(held)))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
