@@ -33,7 +33,7 @@ JINJA_MAX = 120
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME_DIRS = ("tasks", "defaults", "handlers", "templates")
-JINJA_DIRS = ("tasks", "handlers", "templates", "defaults")
+JINJA_DIRS = ("tasks", "handlers", "templates", "defaults", "vars")
 _OPENERS = {"{{": "}}", "{%": "%}"}
 
 
