@@ -8,8 +8,10 @@
   data, the paths, the workers, the flags of the unit's ExecStart) and every refusal of the preflight, one message
   each, in one list (one assert);
 - sglang_router_envfile: the environment file (the workers' key);
-- sglang_router_pip_args: pip's arguments for the hash lock;
-- sglang_router_other_gateways: the other gateways a venv holds (two never share one).
+- sglang_router_other_gateways: the other gateways a venv holds (two never share one);
+- the router-aware rollout's entry points: sglang_router_batch (the hosts to drain), sglang_router_drained_words and
+  sglang_router_rescue_words (the lines the rollout prints), sglang_router_lease_held / sglang_router_lease_failures
+  (the routers' leases), sglang_router_readd_kinds (the kind a worker is put back as), sglang_router_worker_health.
 
 Pure functions of their arguments, except that sglang_router_inputs reads the role's own data files
 (files/gateways) on the controller (tests/unit/plugins/filter/test_router_role.py).
@@ -311,7 +313,6 @@ class FilterModule(object):
         return {
             "sglang_router_inputs": sglang_router_inputs,
             "sglang_router_envfile": sglang_router_envfile,
-            "sglang_router_pip_args": sglang_router_pip_args,
             "sglang_router_other_gateways": sglang_router_other_gateways,
             "sglang_router_drained_words": sglang_router_drained_words,
             "sglang_router_batch": sglang_router_batch,

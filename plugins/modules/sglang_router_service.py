@@ -114,7 +114,9 @@ EXAMPLES = r"""
 - name: The router's on-host life
   gpuserve.sglang.sglang_router_service:
     name: sglang-router
-    unit: {path: /etc/systemd/system/sglang-router.service, content: "{{ lookup('template', 'sglang-router.service.j2') }}"}
+    unit:
+      path: /etc/systemd/system/sglang-router.service
+      content: "{{ lookup('template', 'sglang-router.service.j2') }}"
     env: {path: /etc/sglang-router/sglang-router.env, content: "# no key\n"}
     backup_dir: /etc/sglang-router/backup
     router: {url: "http://127.0.0.1:30000", workers: [http://gpu-1:30000]}

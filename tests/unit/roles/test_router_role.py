@@ -14,7 +14,7 @@ import pytest
 import yaml
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.filter import sglang_router, systemd
+from ansible_collections.gpuserve.sglang.plugins.filter import router_role, sglang_router, systemd
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLE = os.path.join(ROOT, "roles", "router")
@@ -38,27 +38,36 @@ def test_router_key_is_no_log_and_defaults_are_the_documented_ones():
 
 
 def test_phases_and_tags():
-    top = [t for t in _yaml("tasks", "main.yml") if "ansible.builtin.set_fact" not in t]
+    top = _yaml("tasks", "main.yml")
     # the phases that change the host run inside the block that holds the host lease (lease.yml first)
-    main = top[:1] + [t for t in top[1]["block"] if t["name"] in ("Install", "Configure", "Run")]
+    main = top[:1] + [t for t in top[1]["block"] if t["name"] in ("Install", "Configure and run")]
     # static imports: a phase costs no task of its own at run time (issue 20); its tags reach every task of it
     files = [t["ansible.builtin.import_tasks"] for t in main]
-    assert files == ["preflight.yml", "install.yml", "configure.yml", "run.yml"]
-    for task, phase in zip(main, ["preflight", "install", "configure", "run"]):
-        assert task["tags"] == ["router_" + phase]
+    assert files == ["preflight.yml", "install.yml", "run.yml"]
+    assert [t["tags"] for t in main] == [["router_preflight"], ["router_install"], ["router_configure", "router_run"]]
 
 
-def test_a_second_inclusion_starts_with_no_restart_due():
-    # The handler only sets a fact, and a fact outlives the role: the router included twice in one play (with a
-    # key, then without; a drain play then a rollout) restarted an unchanged router on the second inclusion
-    # (molecule/router's reconcile case failed on it: put_back named all four workers). The fact is reset by
-    # the role's first task, tagged always so that a --tags run resets it too.
-    handlers = _yaml("handlers", "main.yml")
-    handler_facts = {name for h in handlers for name in h.get("ansible.builtin.set_fact", {})}
-    assert handler_facts == {"_router_restart_pending"}
-    first = _yaml("tasks", "main.yml")[0]
-    assert first["ansible.builtin.set_fact"] == {name: False for name in handler_facts}
-    assert first["tags"] == ["always"]
+def test_configure_and_run_is_one_module_call_with_no_restart_fact():
+    """Issue 39: configure and run are ONE call of gpuserve.sglang.sglang_router_service (the server's mechanism);
+    no handler, no fact that outlives the role (a second inclusion in one play restarted an unchanged router when
+    a handler's fact did): whether a restart is due is the module's plan, read from the host each call."""
+    assert not os.path.exists(os.path.join(ROLE, "handlers"))
+    run = _yaml("tasks", "run.yml")
+    assert [next(k for k in t if "." in k) for t in run] == ["gpuserve.sglang.sglang_router_service",
+                                                            "ansible.builtin.set_fact"]
+    for name in os.listdir(os.path.join(ROLE, "tasks")):
+        with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
+            text = handle.read()
+        assert "_router_restart_pending" not in text and "_router_backup_dir" not in text, name
+
+
+ROUTER_IN = {
+    "release": "sglang-router-0.3.2", "venv": "/opt/sglang-router/venv", "python": "/opt/sglang-router/venv/bin/python",
+    "gateway": json.load(open(os.path.join(ROLE, "files", "gateways", "sglang-router-0.3.2.json"), encoding="utf-8")),
+    "workers": ["http://w1:30000", "http://w2:30000"], "env": "/etc/sglang-router/sglang-router.env",
+    "flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
+              "worker-urls": ["http://w1:30000", "http://w2:30000"], "prometheus-port": 29000},
+}
 
 
 def _render_unit(**over):
@@ -71,14 +80,7 @@ def _render_unit(**over):
         env.filters["gpuserve.sglang." + name] = func
     variables = dict(DEFAULTS)
     variables.update({
-        "ansible_managed": "Ansible managed", "role_path": ROLE,
-        "_router_release": "sglang-router-0.3.2", "_router_venv": "/opt/sglang-router/venv",
-        "_router_gateway": json.load(open(os.path.join(ROLE, "files", "gateways", "sglang-router-0.3.2.json"),
-                                          encoding="utf-8")),
-        "_router_worker_urls": ["http://w1:30000", "http://w2:30000"],
-        "_router_env_file": "/etc/sglang-router/sglang-router.env",
-        "_router_flags": {"host": "0.0.0.0", "port": 30000, "policy": "cache_aware",
-                          "worker-urls": ["http://w1:30000", "http://w2:30000"], "prometheus-port": 29000},
+        "ansible_managed": "Ansible managed", "role_path": ROLE, "_router_in": dict(ROUTER_IN),
     })
     variables.update(over)
     return env.get_template("sglang-router.service.j2").render(**variables)
@@ -156,19 +158,32 @@ def test_the_launcher_refuses_a_key_on_its_command_line(tmp_path):
 
 
 def test_secrets_never_logged():
-    tasks = _yaml("tasks", "configure.yml")
-    for task in tasks:
-        body = yaml.safe_dump(task)
-        if "_router_env_content" in body and ("copy" in body or "set_fact" in body):
-            assert task.get("no_log") is True, task["name"]
+    """The key reaches the host only in options the module never logs (the environment file's text, api_key)."""
+    with open(os.path.join(ROOT, "plugins", "modules", "sglang_router_service.py"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert 'content=dict(type="str", required=True, no_log=True)' in text
+    assert 'api_key=dict(type="str", default="", no_log=True)' in text
+    call = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_router_service"]
+    body = yaml.safe_dump(dict((k, v) for k, v in call.items() if k not in ("env", "api_key")))
+    assert "sglang_router_api_key" not in body
+
+
+def _inputs(**settings):
+    base = dict((key[len("sglang_router_"):], value) for key, value in DEFAULTS.items())
+    base.update(worker_urls=["http://w1:30000"], **settings)
+    vars_ = _yaml("vars", "main.yml")
+    return router_role.sglang_router_inputs(base, {}, {}, ROLE, vars_["_router_managed_flags"],
+                                            vars_["_router_gateway_pins"])
 
 
 def test_preflight_refuses_managed_flags_in_extra_args():
     managed = _yaml("vars", "main.yml")["_router_managed_flags"]
     assert {"worker-urls", "api-key", "port", "policy"} <= set(managed)
-    text = open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8").read()
+    text = open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8").read()
     # the extra flags' refusals are one Python function (managed, unknown, secrets: test_sglang_router_extra_args)
-    assert "gpuserve.sglang.sglang_router_extra_args_problems(\n           _router_managed_flags" in text
+    assert "gpuserve.sglang.sglang_router_inputs(hostvars, groups, role_path, _router_managed_flags," in text
+    assert _inputs()["problems"] == []
+    assert any("may not set flags the role manages: port" in p for p in _inputs(extra_args={"port": 1})["problems"])
 
 
 class _HV(dict):
@@ -223,5 +238,4 @@ def test_systemd_never_kills_the_gateway_before_its_own_drain():
     the flag and the unit stops 15 s after it."""
     assert _settings(_render_unit())["TimeoutStopSec"] == [str(DEFAULTS["sglang_router_shutdown_grace_period_secs"] + 15)]
     assert _settings(_render_unit(sglang_router_shutdown_grace_period_secs=300))["TimeoutStopSec"] == ["315"]
-    with open(os.path.join(ROLE, "tasks", "configure.yml"), encoding="utf-8") as handle:
-        assert "'shutdown-grace-period-secs': sglang_router_shutdown_grace_period_secs | int" in handle.read()
+    assert _inputs(shutdown_grace_period_secs="300")["flags"]["shutdown-grace-period-secs"] == 300
