@@ -63,8 +63,13 @@ def test_the_timer_unit_passes_the_state_directory_sglang_service_writes():
     from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR
     with open(os.path.join(ROOT, "roles", "server", "tasks", "textfile.yml"), encoding="utf-8") as handle:
         text = handle.read()
-    assert "--state-dir %s\n" % STATE_DIR in text
     yaml.safe_load(text)
+    # the service unit's text: in textfile.yml, or in the template it renders
+    template = os.path.join(ROOT, "roles", "server", "templates", "sglang-textfile.service.j2")
+    if "--state-dir" not in text and os.path.exists(template):
+        with open(template, encoding="utf-8") as handle:
+            text = handle.read()
+    assert "--state-dir %s\n" % STATE_DIR in text
 
 
 def test_no_record_no_baseline():
