@@ -166,11 +166,16 @@ def _host_problems(s, host, name):
     return out
 
 
-def sglang_router_inputs(settings, hostvars, groups, role_path, managed=(), pins=None, host=None, name=""):
-    """The router role's variables (``settings``: each ``sglang_router_<key>`` under ``<key>``) -> every value its
-    tasks and templates read, and ``problems``: every refusal of the preflight (empty: accepted)."""
+def sglang_router_inputs(settings, hostvars, groups, role_path, managed=None, pins=None, host=None, name=None):
+    """The router role's variables (``settings``: each ``sglang_router_<key>`` under ``<key>``; the managed flags,
+    the pins, the preflight's look at the host and the host's name as arguments or under ``_managed``, ``_pins``,
+    ``_host``, ``_name``) -> every value its tasks and templates read, and ``problems``: every refusal of the
+    preflight (empty: accepted)."""
     s = dict(settings or {})
-    pins = dict(pins or {})
+    managed = s.get("_managed") or () if managed is None else managed
+    pins = dict((s.get("_pins") or {}) if pins is None else pins)
+    host = s.get("_host") if host is None else host
+    name = s.get("_name") or "" if name is None else name
     gateway = s.get("gateway")
     version = s.get("version") or str(pins.get(gateway) or "")
     release = "%s-%s" % (gateway, version)

@@ -57,8 +57,8 @@ def test_restart_and_deploy_change_hosts_only_under_the_lease():
 def test_roles_change_the_host_only_under_the_lease():
     server = ["The service account", "Configure and run", "Configure and run one server over several hosts, as one",
               "Textfile-collector metrics of the unit (NRestarts, verified invocation, benchmark baseline)"]
-    for role, phases in (("server", server), ("router", ["Install", "Configure", "Run"])):
-        # before the preflight only facts that reset this inclusion's state (the router's _router_restart_pending)
+    for role, phases in (("server", server), ("router", ["Install", "Configure and run"])):
+        # the preflight first (the router no longer resets a restart fact before it: the module's plan decides)
         main = [t for t in _yaml("roles", role, "tasks", "main.yml") if "ansible.builtin.set_fact" not in t]
         assert main[0]["name"] == "Preflight" and "block" not in main[0]
         block = main[1]
@@ -97,16 +97,14 @@ def test_deploy_behind_routers_leaves_unchanged_hosts_alone():
 
 def test_drain_takes_out_only_the_due_hosts_of_the_batch():
     tasks = _yaml("roles", "router", "tasks", "drain.yml")
-    expr = tasks[0]["ansible.builtin.set_fact"]["_router_rollout_batch"]
+    expr = tasks[0]["ansible.builtin.set_fact"]["_router_rollout"]["batch"]
+    assert expr == "{{ ansible_play_batch | gpuserve.sglang.sglang_router_batch(hostvars) }}"
     drain = next(t for t in tasks if "gpuserve.sglang.sglang_router_workers" in t)
-    assert drain["gpuserve.sglang.sglang_router_workers"]["workers"].startswith("{{ _router_rollout_batch ")
-    assert _when(drain) == ["_router_rollout_batch | length > 0"]
-    env = jinja2.Environment()
-    env.filters["extract"] = lambda name, container: container[name]
-    env.filters["zip"] = lambda first, *others: list(zip(first, *others))   # as ansible.builtin.zip
+    assert drain["gpuserve.sglang.sglang_router_workers"]["workers"].startswith("{{ _router_rollout.batch ")
+    assert _when(drain) == ["_router_rollout.batch | length > 0"]
+    from ansible_collections.gpuserve.sglang.plugins.filter.router_role import sglang_router_batch
     hostvars = {"w1": {"rollout_restart_due": True}, "w2": {"rollout_restart_due": False}, "w3": {}}
-    batch = env.from_string(expr).render(ansible_play_batch=["w1", "w2", "w3"], hostvars=hostvars)
-    assert batch.strip() == "['w1', 'w3']"   # w3: asked by no one -> drained, as before
+    assert sglang_router_batch(["w1", "w2", "w3"], hostvars) == ["w1", "w3"]   # w3: asked by no one -> drained
 
 
 def test_deploy_tags_server_reaches_the_rolling_play_behind_routers(tmp_path):
