@@ -76,14 +76,17 @@ class RouterRunner(object):
     ``routers``, ``put_back``, ``held_out``. ``verify(state, sleep) -> dict`` is ``_router.run`` bound to this
     router's parameters (``state`` ``reconciled``, or ``status`` for a restored set); ``journal() -> [lines]``."""
 
-    def __init__(self, systemctl, unit, state, verify, journal, restored=False, sleep=time.sleep, check_mode=False):
+    def __init__(self, systemctl, unit, state, verify, journal, restored=False, timeout=120.0, sleep=time.sleep,
+                 clock=time.monotonic, check_mode=False):
         self.systemctl = systemctl
         self.unit = unit
         self.state = state
         self.verify = verify
         self.journal = journal
         self.restored = bool(restored)
+        self.timeout = float(timeout)
         self.sleep = sleep
+        self.clock = clock
         self.check_mode = bool(check_mode)
         self.invocation = ""
         self.restarts = 0
@@ -95,6 +98,20 @@ class RouterRunner(object):
         if problem:
             raise UnitDown(problem)
         self.sleep(seconds)
+
+    def check(self):
+        """The verification: ``reconciled`` (it waits for the router itself, within its timeout), or for a restored
+        set ``status`` (the router answers its worker API), asked again each second until the timeout."""
+        if not self.restored:
+            return self.verify("reconciled", self.watch) or {}
+        deadline = self.clock() + self.timeout
+        while True:
+            try:
+                return self.verify("status", self.watch) or {}
+            except _router.RouterError:
+                if self.clock() >= deadline:
+                    raise
+                self.watch(1.0)
 
     def execute(self):
         result = {"changed": False, "state": self.state, "invocation_id": "", "msg": "", "journal_tail": [],
@@ -119,7 +136,7 @@ class RouterRunner(object):
             problem = down_reason(now, "", self.restarts)
             if problem:
                 raise UnitDown(problem)
-            checked = self.verify("status" if self.restored else "reconciled", self.watch) or {}
+            checked = self.check()
             for key in ("routers", "put_back", "held_out"):
                 result[key] = checked.get(key) or result[key]
             return True, result

@@ -209,7 +209,7 @@ def main():
 
     def runner_factory(state, read_only=False, restored=False):
         return RouterRunner(systemctl, desired.unit, state, verify, journal, restored=restored,
-                            check_mode=module.check_mode)
+                            timeout=p["router"]["timeout"], check_mode=module.check_mode)
 
     def recorder(verified, bench):
         record = p["record"] or {}

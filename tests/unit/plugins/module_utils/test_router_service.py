@@ -75,6 +75,7 @@ class Router(object):
         self.systemctl = FakeSystemctl()
         self.verifies = []            # (state, invocation) of each verification
         self.put_back = {}            # what the next reconcile puts back
+        self.not_ready = 0            # how many more times the router does not answer yet
 
     def params(self, version="1", key="", rollback=True, launcher="launcher 1\n"):
         return {"name": SERVICE, "unit": {"path": self.unit, "content": "[Service]\nExecStart=/bin/router --v %s\n"
@@ -93,6 +94,9 @@ class Router(object):
         if self.systemctl.props["SubState"] == "auto-restart":
             sleep(0.5)
             raise RouterError("router %s: not ready" % URL)
+        if self.not_ready:
+            self.not_ready -= 1
+            raise RouterError("router %s: GET /workers answered 503" % URL)
         put, self.put_back = self.put_back, {}
         listed = dict((w, {"is_healthy": True, "load": 0}) for w in WORKERS)
         return {"routers": {URL: listed}, "put_back": put, "held_out": []}
@@ -197,6 +201,7 @@ def test_a_failing_verification_restores_the_previous_unit_and_verifies_it(gw):
     def crash_then_recover(unit, orig=gw.systemctl.restart):
         orig(unit)
         gw.systemctl.crash_next = False
+        gw.not_ready = 2          # the restored router answers after two tries
     gw.systemctl.restart = crash_then_recover
     with pytest.raises(LifecycleFailure) as failure:
         gw.machine(gw.params("2", key=KEY)).converge()
@@ -210,7 +215,7 @@ def test_a_failing_verification_restores_the_previous_unit_and_verifies_it(gw):
     assert KEY in gw.read(gw.env) and "holds the workers' key" in msg
     assert gw.systemctl.commands[-3:] == ["stop %s.service" % SERVICE, "daemon-reload",
                                          "restart %s.service" % SERVICE]
-    assert gw.verifies[-1] == ("status", "inv3")        # the restored router is verified: it answers
+    assert gw.verifies[-3:] == [("status", "inv3")] * 3   # the restored router is verified: asked until it answers
     assert failure.value.result["rolled_back"] is True
     assert not os.path.exists(gw.backup + "/last-good/txn.json")
 
