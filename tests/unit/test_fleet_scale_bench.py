@@ -94,3 +94,24 @@ def test_projection_states_each_bound_from_the_figures(bench):
     assert deploy["estimate_s"] == max(deploy["by_latency_s"], deploy["by_controller_cpu_16_cores_s"])
     assert proj["rolling_restart"]["batch_1_s"] == 1000 * 12
     assert proj["rolling_restart"]["overhead_per_worker_s"] == 6.0
+
+
+def test_the_result_loop_bounds_the_estimate_whatever_the_cores(bench):
+    sizes = [_size(1, [25.0], 237, 0.066), _size(8, [50.0], 237, 0.05)]
+    sizes[1]["noop_deploy"][0]["controller_main_cpu_s"] = 1896 * 0.02   # 20 ms per result in the main process
+    deploy = bench.projection(sizes, target=1000, forks=50)["noop_deploy"]
+    assert deploy["controller_main_cpu_per_result_ms"] == 20.0
+    assert deploy["by_one_result_loop_s"] == round(237000 * 0.02)
+    assert deploy["estimate_s"] == max(deploy["by_latency_s"], deploy["by_controller_cpu_16_cores_s"],
+                                       deploy["by_one_result_loop_s"])
+
+
+def test_the_main_process_cpu_is_read_without_its_children(bench):
+    import subprocess
+    import sys
+    proc = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                             "while time.process_time() - t < 0.6: pass\ntime.sleep(0.3)"])
+    cpu = bench.MainCpu(proc.pid)
+    proc.wait()
+    cpu.stop()
+    assert 0.3 <= cpu.seconds <= 1.5
