@@ -306,9 +306,9 @@ def run(url, api_key="", model="", num_requests=60, concurrency=30, input_len=10
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# The benchmark gate of the server role (sglang_bench_gate): after a verified start or restart, benchmark the new
-# invocation and compare its output tok/s with the baseline. Formerly roles/server/tasks/bench_gate.yml; the texts
-# are that file's (molecule/bench_gate asserts on them).
+# The benchmark gate of the server role (sglang_bench_gate), run by the module sglang_server (_server/machine.py)
+# after a verified start or restart: benchmark the new invocation and compare its output tok/s with the baseline.
+# molecule/bench_gate asserts on the texts of its messages.
 
 # The benchmark settings a recorded baseline must share to count (a result at another concurrency says nothing).
 BASELINE_SETTINGS = ("num_requests", "concurrency", "input_len", "output_len", "api")

@@ -11,17 +11,19 @@ A secret file (the keys) is neither copied nor restored unless the operator asks
 leaked key and then fails verification must not put the old key back. A manifest written before this rule named
 the secret file restorable with a copy; ``restore`` still leaves it alone (a secret entry is one in
 ``secret_paths``, or one that existed and has no sha256, which only a secret lacks), and the next ``keep``
-removes that copy. roles/server/tasks/restart.yml's rescue
-puts those copies back; stale.yml asks which files the running invocation does not have.
+removes that copy.
 
-Two operations, each one module call (gpuserve.sglang.sglang_last_good) instead of a stat per file:
+The state machine ``_server/machine.py`` (modules gpuserve.sglang.sglang_server and sglang_router_service) uses it
+directly; the module gpuserve.sglang.sglang_last_good exposes ``read`` and ``keep`` on their own. The operations:
 
 - ``read``: the state of each file (exists, mtime) and the manifest, and the files the running invocation does
   not have (written after it started, or gone although its own verified start had them);
 - ``keep``: after a verified start, the set replaced as a whole: the copies under names of the new invocation,
   then the manifest renamed into place (the switch), then the copies of the old set removed. Every file goes
   through a temporary file and a rename, only where its content differs: a kill or a full disk at any point
-  leaves the old set or the new one, never a mix of files that did not run together.
+  leaves the old set or the new one, never a mix of files that did not run together;
+- ``begin_restore`` and ``restore``: a rollback, recorded before it starts (``restore.json``, below), then the
+  kept copies put back as the verified start had them.
 """
 from __future__ import annotations
 
@@ -106,8 +108,8 @@ def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep
 
 
 def manifest_text(data):
-    """The manifest as the role has always written it (Ansible's to_nice_json), so that a host whose manifest
-    was written by the earlier tasks sees no change."""
+    """The manifest's text: Ansible's to_nice_json layout, so that a manifest already on a host in that layout
+    reads as unchanged."""
     return json.dumps(data, indent=4, sort_keys=True, separators=(",", ": "), ensure_ascii=False)
 
 

@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The host lease on a managed unit: one run at a time changes a unit's life on a host (issues 22, 39).
 
-A run of the server or router role, and a playbook that restarts (deploy.yml, restart.yml), holds the lease on
-the unit from before it writes anything until after it verified (or rolled back). A second run waits a bounded
+A run of the server or router role, of a role that changes what the server reads (install, nccl_tuning, cuda),
+and a playbook that restarts (deploy.yml, restart.yml), holds the lease on the unit from before it writes anything
+until after it verified (or rolled back). It orders runs; the module sglang_server's work lock
+(``_server/worklock.py``) orders its calls on the host, whose controller may be gone. A second run waits a bounded
 time, then refuses and names the holder. The lease is a small JSON file, ``<directory>/<unit>.lease``:
 
     {"version": 1, "unit": "sglang-kimi.service", "id": "<the run's lease id>",

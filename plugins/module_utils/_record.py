@@ -8,16 +8,17 @@ The one owner of ``sglang_record_file``, ``sglang_record_json_file`` and ``sglan
   then renamed into place (a kill before the renames leaves the old pair; a full disk fails before any rename);
 * the pair it replaces goes to the history first, named by the HOST's clock and a unique suffix
   (``<service>-<YYYYmmddTHHMMSSZ>-<6 hex>.md|json``): two controllers with different clocks, or two runs within
-  one second, never overwrite or misorder each other's copies. A previous pair with one file missing (a kill
-  between two writes of the old tasks, an operator's ``rm``) is kept as it is and reported, never an error;
-* the history keeps the newest ``keep`` pairs by the host's modification times (``keep: 0`` keeps none); older
-  names (``<service>-<stamp>.json`` of the tasks before) are pruned by the same rule.
+  one second, never overwrite or misorder each other's copies. A previous pair with one file missing (an
+  operator's ``rm``, a pair written by hand) is kept as it is and reported, never an error;
+* the history keeps the newest ``keep`` pairs by the host's modification times (``keep: 0`` keeps none); history
+  files named ``<service>-<stamp>.json`` (without the unique suffix) are pruned by the same rule.
 
 ``deploy_record`` is the server's record after a verified start or restart: it reads on the host what only the
 host knows (the last record's twin, the install record, the last-good manifest, the NCCL values of the running
 process and nothing else of its environment, the versions, the NCCL environment file), builds the twin
-(``record_data``) and the Markdown (``markdown``, the sections and wording of the role's former template; every
-secret-named value masked by the one rule of ``_secrets``, the keys' values never read) and writes them.
+(``record_data``) and the Markdown (``markdown``; every secret-named value masked by the one rule of ``_secrets``,
+the keys' values never read) and writes them. The module sglang_server calls it after the keep
+(``_server/machine.py``); the module sglang_record writes a pair of any text with ``write_record``.
 
 Standard library only (runs on the GPU host).
 """
@@ -130,9 +131,9 @@ def write_record(md_path, json_path, markdown, data, history_dir, service, keep,
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# What the record holds, read on the host after a verified start or restart, and its Markdown text. Formerly
-# roles/server/tasks/{record,versions,deployment_record}.yml and templates/deployment-record.md.j2: the keys of the
-# twin and the sections and wording of the record are theirs.
+# What the record holds, read on the host after a verified start or restart, and its Markdown text. The keys of
+# the twin are a format: the next run reads its ``baseline`` (_bench.gate) and the textfile writer reads it
+# (roles/server/files/sglang_textfile.py); tests/unit/plugins/module_utils/test_record.py checks them.
 
 WHEN_JSON = "%Y-%m-%dT%H:%M:%SZ"
 WHEN_MD = "%Y-%m-%d %H:%M:%S"

@@ -71,7 +71,7 @@ EXAMPLES = r"""
   gpuserve.sglang.sglang_record:
     md_path: /etc/sglang/sglang-kimi.md
     json_path: /etc/sglang/sglang-kimi.json
-    markdown: "{{ lookup('ansible.builtin.template', 'deployment-record.md.j2') }}"
+    markdown: "{{ lookup('ansible.builtin.template', 'my-record.md.j2') }}"
     data: "{{ record_data }}"
     history_dir: /etc/sglang/history
     service: sglang-kimi
