@@ -198,9 +198,9 @@ options:
       link: {description: The link., type: path}
   lock_dir:
     description:
-      - Where the unit's work lock is (C(<unit>.work), flock): a call that may change the host holds it for its
+      - "Where the unit's work lock is (C(<unit>.work), flock): a call that may change the host holds it for its
         whole duration, and a second call waits for it. A call whose controller died may still be finishing its
-        restart or rollback on the host; the next run waits for it instead of acting beside it.
+        restart or rollback on the host; the next run waits for it instead of acting beside it."
     type: path
     default: /run/gpuserve-sglang
   lock_wait:

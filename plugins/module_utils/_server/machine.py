@@ -240,10 +240,20 @@ class ServerLifecycle(object):
         return self.finish()
 
     def restore_phase(self, reason):
-        """A group's verdict was a no: restore this node's last good set and verify it."""
+        """A group's verdict was a no: restore this node's last good set and verify it. A node whose change
+        landed but never restarted (the verdict before any restart was a no) only puts back the files its change
+        replaced: its server never stopped and still runs what it read."""
         self.read(own_txn=True)
         if self.check_mode:
             return self.check()
+        record = self.host.txn or {}
+        if not self.host.restore_open and record.get("phase", "landing") in self.NOT_RESTARTED:
+            undone = self.undo_landed(record)
+            self.result["msg"] = ("%s: %s.\nNothing was stopped or restarted on %s: %s."
+                                  % (self.desired.service, reason, self.desired.host_name or "this node",
+                                     "the files this change had landed were put back (%s)"
+                                     % ", ".join(undone) if undone else "this change had landed nothing"))
+            return self.finish()
         if not self.desired.rollback:
             txn_mod.close(self.directory)
             raise self.failure("%s: %s. No rollback: %s is false."
@@ -259,6 +269,22 @@ class ServerLifecycle(object):
         return self.finish()
 
     # ---- the steps --------------------------------------------------------------------------------------------
+    NOT_RESTARTED = ("landing", "landed")
+
+    def undo_landed(self, record):
+        """A change that landed files and never restarted the server: each file it replaced put back as it was
+        (one it created removed), systemd reloaded, the transaction closed. Nothing stops. Returns the paths."""
+        undone = []
+        if record:
+            outcome = txn_mod.restore(record)
+            undone = outcome["put_back"] + ["%s (removed)" % path for path in outcome["removed"]]
+            if undone:
+                self.systemctl.daemon_reload()
+                self.did("put back the files of a change that never restarted: %s" % ", ".join(undone))
+        txn_mod.close(self.directory)
+        self.result["rolled_back"] = bool(undone)
+        return undone
+
     def settle_open(self):
         """An open transaction or restore of an earlier run is finished first (and the call fails saying so); a
         transaction already verified and kept is only closed; one with nothing to go back to (a first
@@ -269,6 +295,16 @@ class ServerLifecycle(object):
         if self.plan.action != "finish_restore":
             return
         record = self.host.txn
+        if not self.host.restore_open and record and record.get("phase", "landing") in self.NOT_RESTARTED:
+            # killed after it landed files and before any restart: the server still runs what it read; the files
+            # go back and this call applies its own change
+            undone = self.undo_landed(record)
+            self.notice("%s: an earlier run's change (begun at %s) landed files and never restarted the server; "
+                        "%s, and this run applies its own change"
+                        % (self.desired.service, _utc(record.get("since")),
+                           "they were put back (%s)" % ", ".join(undone) if undone else "nothing was to put back"))
+            self.read()
+            return
         if not self.host.restore_open and (not self.desired.rollback or not self.can_restore()):
             txn_mod.close(self.directory)
             self.notice("%s: an earlier run's change (begun at %s) did not finish; %s: its transaction is closed "
@@ -361,6 +397,9 @@ class ServerLifecycle(object):
                         "a run killed during its restart, a reboot or a crash restarted by systemd); verifying it "
                         "now, and putting the last good configuration back if it fails"
                         % (self.desired.service, self.host.invocation_id, self.host.manifest.get("invocation_id")))
+        if action in ("restart", "start"):
+            # from here on the server may have stopped or read the new files: a kill leaves a change to restore
+            self.txn_phase("restarting")
         ok, res = self.runner_factory(RUNNER_STATE.get(action, "started")).execute()
         self.result["restart"] = res
         if res.get("changed"):

@@ -376,3 +376,36 @@ def test_group_restore_puts_the_last_good_set_back(host):
     assert result["rolled_back"] and "--v 1" in host.read(host.unit)
     assert "Rolled back: the last good configuration serves again" in result["msg"]
     assert not os.path.exists(host.last_good + "/txn.json")
+
+
+def test_group_restore_before_any_restart_puts_the_files_back_and_stops_nothing(host):
+    # the group's first verdict was a no (a node refused, unreachable, its lease held): the nodes that prepared
+    # put their files back; their servers never stopped and still run what they read
+    deployed(host)
+    invocation = host.systemctl.props["InvocationID"]
+    desired = host.desired("2")
+    host.machine(desired).prepare()
+    assert "--v 2" in host.read(host.unit)
+    host.systemctl.commands[:] = []
+    result = host.machine(desired).restore_phase("node b is not in the play any more")
+    assert "--v 1" in host.read(host.unit) and "--v 2" not in host.read(host.unit)
+    assert host.runners.calls == []
+    assert not any(cmd.startswith("stop") for cmd in host.systemctl.commands)
+    assert "daemon-reload" in host.systemctl.commands
+    assert host.systemctl.props["InvocationID"] == invocation
+    assert "Nothing was stopped or restarted" in result["msg"]
+    assert not os.path.exists(host.last_good + "/txn.json")
+
+
+def test_a_change_killed_after_it_landed_and_before_any_restart_is_undone_and_the_next_call_applies_its_own(host):
+    deployed(host)
+    invocation = host.systemctl.props["InvocationID"]
+    host.machine(host.desired("2")).prepare()          # landed, then the run was killed before its restart
+    assert txn_mod.load(host.last_good)["phase"] == "landed"
+    result = host.machine(host.desired("3")).converge()
+    assert "--v 3" in host.read(host.unit)
+    assert host.runners.calls == [("restarted", False)]    # one restart, onto this call's change
+    assert any("never restarted the server" in notice for notice in result.get("notices", [])) or \
+        any("never restarted" in action for action in result["actions"])
+    assert host.systemctl.props["InvocationID"] != invocation
+    assert not os.path.exists(host.last_good + "/txn.json")
