@@ -367,18 +367,16 @@ def test_a_manifest_from_before_never_restores_its_secret_copy(tmp_path):
 
 
 def test_the_role_withholds_the_secrets_file_unless_asked():
-    """stale.yml lists the secrets file among the restorable files only with sglang_last_good_keeps_secrets, and
-    last_good.yml passes the choice to the module; the default is false and documented."""
+    """The role hands the choice to gpuserve.sglang.sglang_server (keep_secrets, the secrets file as its secret
+    file); the state machine keeps and restores it only then (test_server_machine); the default is false and
+    documented."""
     import yaml
     role = os.path.join(ROOT, "roles", "server")
-    with open(os.path.join(role, "tasks", "stale.yml"), encoding="utf-8") as handle:
-        stale = handle.read()
-    assert "reject('equalto', '' if sglang_last_good_keeps_secrets | bool else sglang_secrets_file)" in stale
-    with open(os.path.join(role, "tasks", "last_good.yml"), encoding="utf-8") as handle:
-        last_good = yaml.safe_load(handle)
-    args = last_good[0]["gpuserve.sglang.sglang_last_good"]
-    assert args["keep_secrets"] == "{{ sglang_last_good_keeps_secrets | bool }}"
-    assert args["secret_paths"] == ["{{ sglang_secrets_file }}"]
+    with open(os.path.join(role, "tasks", "run.yml"), encoding="utf-8") as handle:
+        run = yaml.safe_load(handle)
+    args = run[0]["gpuserve.sglang.sglang_server"]
+    assert args["keep_secrets"] == "{{ sglang_last_good_keeps_secrets }}"
+    assert args["secrets"]["path"] == "{{ sglang_secrets_file }}"
     with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
         assert yaml.safe_load(handle)["sglang_last_good_keeps_secrets"] is False
     with open(os.path.join(role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
