@@ -249,6 +249,10 @@ reasons:
   returned: always
   type: list
   elements: str
+phase:
+  description: The phase of this call (O(phase)).
+  returned: always
+  type: str
 due:
   description: Whether a restart is due (RV(reasons) not empty).
   returned: always
@@ -449,11 +453,14 @@ def main():
     journalctl = module.get_bin_path("journalctl", required=True)
     service = p["service"]
 
-    def runner_factory(state, read_only=False):
+    def runner_factory(state, read_only=False, restore=False):
+        # the restored set is verified as it ran before: the expectations of the new configuration
+        # (service.expect, service.extra_fail_patterns) are not its own
         cls = ReadOnlyRunner if read_only else ServiceRunner
         return cls(systemctl, run, desired.unit, state=state, timeout=service["timeout"],
-                   health_url=service.get("health_url"), expect=service["expect"],
-                   extra_fail_patterns=service["extra_fail_patterns"], check_mode=module.check_mode,
+                   health_url=service.get("health_url"), expect=[] if restore else service["expect"],
+                   extra_fail_patterns=[] if restore else service["extra_fail_patterns"],
+                   check_mode=module.check_mode,
                    journalctl=journalctl, state_store=StateFile(service["state_dir"]),
                    progress=JournalProgress(desired.unit), secrets=secrets,
                    journal_factory=lambda inv: JournalFollower(run, inv, journalctl, env=ENV))
@@ -493,12 +500,14 @@ def main():
         for notice in result.pop("notices", []):
             module.warn(notice)
         result.pop("msg", None)
+        result["phase"] = p["phase"]
         module.fail_json(msg=exc.msg, **result)
     except Exception as exc:  # pylint: disable=broad-except  # never a traceback (it may carry a key)
         module.fail_json(msg=mask("%s: unexpected error: %s: %s" % (p["name"], type(exc).__name__, exc), secrets),
                          actions=mask(lifecycle.result.get("actions", []), secrets))
     for notice in result.pop("notices", []):
         module.warn(notice)
+    result["phase"] = p["phase"]   # a group's verdict takes only this step's result of each node
     module.exit_json(**result)
 
 

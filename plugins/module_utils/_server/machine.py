@@ -7,7 +7,7 @@ Every collaborator is injected, so that the unit tests run it with fakes and a t
 
 - ``systemctl``: ``show_props(unit)``, ``stop(unit)``, ``enable(unit)``, ``daemon_reload()`` (onhost.HostSystemctl);
 - ``run(argv) -> (rc, out, err)``: commands (``systemd-analyze verify``);
-- ``runner_factory(state, read_only=False)``: a ``_service_runner.ServiceRunner``-like object for
+- ``runner_factory(state, read_only=False, restore=False)``: a ``_service_runner.ServiceRunner``-like object for
   ``restarted`` / ``started`` / ``verified`` with ``execute() -> (ok, result)``; ``read_only`` gives it a state
   store that writes nothing (``state: verified``);
 - ``answers_gate(invocation_id) -> dict`` (``_answers.gate``'s result: ``failed``, ``msg``) and
@@ -458,7 +458,7 @@ class ServerLifecycle(object):
 
     def restore_runner(self):
         """The runner that restarts and verifies the restored set (a subclass may verify it otherwise)."""
-        return self.runner_factory("restarted")
+        return self.runner_factory("restarted", restore=True)
 
     def restore(self, reason):
         """Put back every file the change touched and verify the restored server: the restore opened first

@@ -83,7 +83,8 @@ class RunnerFactory(object):
         self.calls = []
         self.hooks = []    # one per execute(): hook(state) -> None (go on) or (ok, result)
 
-    def __call__(self, state, read_only=False):
+    def __call__(self, state, read_only=False, restore=False):
+        self.restores = getattr(self, "restores", 0) + (1 if restore else 0)
         return FakeRunner(self, state, read_only)
 
 

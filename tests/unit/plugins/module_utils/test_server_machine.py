@@ -409,3 +409,13 @@ def test_a_change_killed_after_it_landed_and_before_any_restart_is_undone_and_th
         any("never restarted" in action for action in result["actions"])
     assert host.systemctl.props["InvocationID"] != invocation
     assert not os.path.exists(host.last_good + "/txn.json")
+
+
+def test_the_restored_set_is_verified_without_the_new_configurations_expectations(host):
+    # sglang_verify_expect / extra fail patterns belong to the change: the restored set is verified as it ran
+    deployed(host)
+    host.runners.restores = 0
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure):
+        host.machine(host.desired("2")).converge()
+    assert host.runners.restores == 1     # the rollback's runner only (the module drops expect/extra patterns there)
