@@ -473,12 +473,13 @@ def projection(sizes, target=1000, forks=50, cores=(2, 16)):
         "task_results_total": round(per_host * target),
         "measured_results_per_s_at_%d_hosts" % largest["hosts"]: rate,
         "by_measured_rate_s": round(per_host * target / rate),
-        "by_latency_s": round(waves * wall_1),
+        # one host's wall time per wave; without a 1-host size measured, no latency bound
+        "by_latency_s": round(waves * wall_1) if one["hosts"] == 1 else None,
         "controller_cpu_per_result_ms": round(1000 * cpu_per_result, 1),
     }
     for core in cores:
         deploy["by_controller_cpu_%d_cores_s" % core] = round(per_host * target * cpu_per_result / core)
-    bounds = [deploy["by_latency_s"], deploy["by_controller_cpu_%d_cores_s" % cores[-1]]]
+    bounds = [b for b in (deploy["by_latency_s"], deploy["by_controller_cpu_%d_cores_s" % cores[-1]]) if b]
     if noop.get("controller_main_cpu_s"):
         main = noop["controller_main_cpu_s"] / noop["results_total"]
         deploy["controller_main_cpu_per_result_ms"] = round(1000 * main, 1)
@@ -525,7 +526,8 @@ def table(doc):
             "latency-bound (20 waves x the 1-host wall) %s; controller-CPU-bound (%.1f ms per result) %s on 2 cores, "
             "%s on 16;%s estimate %s. Rolling restart, one host per batch: %s (restart %.1f s + Ansible %.1f s per "
             "worker)." % (ref["label"], ref["sha"][:7], d["task_results_total"], d[rate_key],
-                          minutes(d["by_measured_rate_s"]), minutes(d["by_latency_s"]),
+                          minutes(d["by_measured_rate_s"]),
+                          minutes(d["by_latency_s"]) if d["by_latency_s"] else "not measured (no 1-host size)",
                           d["controller_cpu_per_result_ms"], minutes(d["by_controller_cpu_2_cores_s"]),
                           minutes(d["by_controller_cpu_16_cores_s"]),
                           " the one result loop (%.1f ms per result, any cores) %s;" % (

@@ -115,3 +115,9 @@ def test_the_main_process_cpu_is_read_without_its_children(bench):
     proc.wait()
     cpu.stop()
     assert 0.3 <= cpu.seconds <= 1.5
+
+
+def test_no_latency_bound_without_a_one_host_size(bench):
+    deploy = bench.projection([_size(8, [50.0], 237, 0.05)], target=1000, forks=50)["noop_deploy"]
+    assert deploy["by_latency_s"] is None
+    assert deploy["estimate_s"] == deploy["by_controller_cpu_16_cores_s"]
