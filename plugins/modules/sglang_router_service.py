@@ -207,8 +207,8 @@ def main():
         rc, out = run([journalctl, "-u", desired.unit, "-n", str(JOURNAL_LINES), "--no-pager", "-o", "cat"])[:2]
         return out.splitlines() if rc == 0 else []
 
-    def runner_factory(state, read_only=False, restored=False):
-        return RouterRunner(systemctl, desired.unit, state, verify, journal, restored=restored,
+    def runner_factory(state, read_only=False, restored=False, restore=False):
+        return RouterRunner(systemctl, desired.unit, state, verify, journal, restored=restored or restore,
                             timeout=p["router"]["timeout"], check_mode=module.check_mode)
 
     def recorder(verified, bench):
