@@ -226,6 +226,10 @@ class Fleet(object):
                 self.kinds[primary] = {"worker_type": entry["worker_type"], "bootstrap_port": entry.get("bootstrap_port")}
         return out
 
+    def listed_at_all(self, router):
+        """The primaries of every worker a router lists, one it is still removing (status draining) included."""
+        return set(self.primary_of.get(url, url) for url in self.workers(router))
+
     def kind_of(self, worker):
         return (self.kinds.get(worker) or {}).get("worker_type") or "regular"
 
@@ -334,9 +338,11 @@ class Fleet(object):
                         raise RouterError("router %s: DELETE %s answered %s: %s" % (router, worker, code, text[:200]))
                     self.log.append("removed %s from %s" % (listed[worker]["url"], router))
                     changed = True
+        # until no router lists it at all: SMG keeps a removed worker listed as "draining" for a few seconds, and
+        # the restart that follows must not begin while a router still names it
         deadline = self.clock() + timeout
         while True:
-            left = [(r, w) for r in self.routers for w in batch if w in self.view(r)]
+            left = [(r, w) for r in self.routers for w in batch if w in self.listed_at_all(r)]
             if not left:
                 return changed
             if self.clock() >= deadline:

@@ -263,10 +263,22 @@ def test_readd_hands_the_workers_key_to_every_router():
     assert all(listed[W[0]]["is_healthy"] for listed in fake.lists.values())
 
 
+def test_the_drain_waits_until_smg_no_longer_lists_the_worker_at_all():
+    # SMG keeps a removed worker listed as "draining" for a few polls: the restart that follows the drain must not
+    # begin while a router still names the worker (issue 39: the faster rollout met it in molecule/router_ha)
+    fake = FakeFleet()
+    fake.smg = True
+    go(fake)
+    assert all(W[0] not in listed for listed in fake.lists.values())
+
+
 def test_readd_while_smg_still_drains_the_old_entry_posts_again():
     fake = FakeFleet()
     fake.smg = True
-    go(fake)                       # DELETE: SMG keeps the entry as "draining" for a few polls
+    go(fake)
+    for router in R:               # another tool removed it just now: SMG still lists it as draining
+        fake.lists[router][W[0]] = {"id": "id-w0", "is_healthy": False, "load": 0, "status": "draining"}
+        fake.draining[(router, W[0])] = 3
     result = go(fake, state="present")
     assert result["changed"] is True
     # the 409 "already exists" was not taken for success: posted again once the old entry was gone
