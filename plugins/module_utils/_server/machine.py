@@ -217,11 +217,17 @@ class ServerLifecycle(object):
             self.plan.action = "restart"
             self.result["action"] = "restart"
         self.before_start()
+        if not txn_mod.load(self.directory):
+            # nothing landed here (a stale invocation, or a restart due on another node): a record all the same,
+            # so that the commit phase can report this phase's restart
+            txn_mod.begin(self.directory, self.desired.service, [], clock=self.clock)
         self.txn_phase("restarting")
         verified = self.start_and_verify(rollback=False)
         self.result["verified"] = True
         self.gates(verified, rollback=False)
         self.result["gates_passed"] = True
+        # the commit phase reports this restart as the group's (sglang_server_restart): kept with the change
+        self.txn_phase("restarted", restart=dict((k, v) for k, v in verified.items() if k != "journal_tail"))
         return self.finish()
 
     def commit(self):
@@ -230,8 +236,10 @@ class ServerLifecycle(object):
         self.read(own_txn=True)
         if self.check_mode:
             return self.check()
+        restarted = (txn_mod.load(self.directory) or {}).get("restart") or {}
         ok, res = self.runner_factory("verified").execute()
-        self.result["restart"] = res
+        # the restart phase's result, as a single host's converge reports its restart
+        self.result["restart"] = restarted if restarted else res
         if not ok:
             raise self.failure("%s: the server to commit did not verify: %s. Nothing was kept."
                                % (self.desired.service, res.get("msg", "")))

@@ -419,3 +419,25 @@ def test_the_restored_set_is_verified_without_the_new_configurations_expectation
     with pytest.raises(LifecycleFailure):
         host.machine(host.desired("2")).converge()
     assert host.runners.restores == 1     # the rollback's runner only (the module drops expect/extra patterns there)
+
+
+def test_the_commit_phase_reports_the_restart_phases_restart(host):
+    # sglang_server_restart after a group's run is the restart, not the commit's verification: playbooks/restart.yml
+    # restarts an "unchanged" host again when it is not changed
+    deployed(host)
+    desired = host.desired("2")
+    host.machine(desired).prepare()
+    restarted = host.machine(desired, force_restart=True).restart()
+    committed = host.machine(desired).commit()
+    assert committed["restart"]["changed"] is True
+    assert committed["restart"]["invocation_id"] == restarted["restart"]["invocation_id"]
+
+
+def test_a_restart_due_on_another_node_only_is_reported_by_the_commit_too(host):
+    deployed(host)
+    desired = host.desired("1")
+    assert host.machine(desired).prepare()["restart_due"] is False   # nothing lands on this node
+    host.machine(desired).restart(force=True)
+    committed = host.machine(desired).commit()
+    assert committed["restart"]["changed"] is True
+    assert not os.path.exists(host.last_good + "/txn.json")
