@@ -39,12 +39,18 @@ def test_the_role_and_every_playbook_derive_it_with_the_filter():
     with open(os.path.join(ROOT, "roles", "server", "defaults", "main.yml")) as handle:
         defaults = yaml.safe_load(handle)
     assert "gpuserve.sglang.sglang_health_url(sglang_port)" in defaults["sglang_health_url"]
-    for path in ("playbooks/deploy.yml", "playbooks/restart.yml", "playbooks/verify.yml",
-                 "roles/router/tasks/rollout_rescue.yml"):
+    for path in ("playbooks/deploy.yml", "playbooks/restart.yml", "playbooks/verify.yml"):
         with open(os.path.join(ROOT, path)) as handle:
             text = handle.read()
         assert "'http://127.0.0.1:'" not in text, path
         assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000))" in text, path
+    # the router role's rescue asks the worker's URL of filter sglang_router_worker_health, which derives it the same way
+    with open(os.path.join(ROOT, "roles", "router", "tasks", "rollout_rescue.yml")) as handle:
+        assert "gpuserve.sglang.sglang_router_worker_health(hostvars)" in handle.read()
+    from ansible_collections.gpuserve.sglang.plugins.filter.router_role import sglang_router_worker_health
+    assert sglang_router_worker_health("w", {"w": {"sglang_host": "::1", "sglang_port": 31000}}) == \
+        sglang_health_url("::1", 31000)
+    assert sglang_router_worker_health("w", {"w": {}}) == sglang_health_url("127.0.0.1", 30000)
 
 
 def test_no_playbook_or_role_builds_a_server_url_by_hand():
