@@ -304,35 +304,47 @@ def restore(directory, check_mode=False, secret_paths=()):
             continue
         if data.get("secrets_kept") is not True and is_secret_entry(path, entry, secret_paths):
             continue
-        if not entry.get("exists"):
-            if os.path.lexists(path):
-                removed.append(path)
-                if not check_mode:
-                    os.unlink(path)
-            continue
-        kept = entry.get("kept_at")
-        if not isinstance(kept, str) or not os.path.isfile(kept):
-            missing.append(kept or path)
-            continue
-        with open(kept, "rb") as handle:
-            content = handle.read()
-        mode = int(str(entry.get("mode") or "0600"), 8)
-        uid, gid = _owner_ids(entry)
-        try:
-            info = os.lstat(path)
-            same = (stat_mod.S_ISREG(info.st_mode) and stat_mod.S_IMODE(info.st_mode) == mode
-                    and (os.geteuid() != 0 or (info.st_uid, info.st_gid) == (uid, gid)))
-            if same:
-                with open(path, "rb") as handle:
-                    same = handle.read() == content
-        except (FileNotFoundError, NotADirectoryError):
-            same = False
-        if same:
-            continue
-        put_back.append(path)
-        if not check_mode:
-            write_atomic(path, content, mode=mode, prefix=".gpuserve-restore-")
-            if os.geteuid() == 0:
-                os.chown(path, uid, gid)
+        outcome = put_back_file(path, entry.get("exists"), entry.get("kept_at"), entry, check_mode)
+        if outcome == "missing":
+            missing.append(entry.get("kept_at") or path)
+        elif outcome == "removed":
+            removed.append(path)
+        elif outcome == "put_back":
+            put_back.append(path)
     return {"changed": bool(put_back or removed), "put_back": put_back, "removed": removed, "missing": missing,
             "manifest": data, "problem": problem}
+
+
+def put_back_file(path, existed, kept, entry, check_mode=False):
+    """One file of a set that goes back (the last-good set here, a transaction's in _server/txn.py): removed when it
+    did not exist, else its kept copy renamed into place through a temporary file with the recorded mode and owner
+    (``entry``: mode, owner, group), only where content, mode or owner differ. Returns what it did: "removed",
+    "put_back", "missing" (the kept copy is gone: it cannot go back) or "" (already as it was)."""
+    if not existed:
+        if not os.path.lexists(path):
+            return ""
+        if not check_mode:
+            os.unlink(path)
+        return "removed"
+    if not isinstance(kept, str) or not os.path.isfile(kept):
+        return "missing"
+    with open(kept, "rb") as handle:
+        content = handle.read()
+    mode = int(str(entry.get("mode") or "0600"), 8)
+    uid, gid = _owner_ids(entry)
+    try:
+        info = os.lstat(path)
+        same = (stat_mod.S_ISREG(info.st_mode) and stat_mod.S_IMODE(info.st_mode) == mode
+                and (os.geteuid() != 0 or (info.st_uid, info.st_gid) == (uid, gid)))
+        if same:
+            with open(path, "rb") as handle:
+                same = handle.read() == content
+    except (FileNotFoundError, NotADirectoryError):
+        same = False
+    if same:
+        return ""
+    if not check_mode:
+        write_atomic(path, content, mode=mode, prefix=".gpuserve-restore-")
+        if os.geteuid() == 0:
+            os.chown(path, uid, gid)
+    return "put_back"

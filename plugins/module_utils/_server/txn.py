@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat as stat_mod
 import time
 import uuid
 
@@ -109,46 +108,16 @@ def close(directory, record=None):
                     pass
 
 
-def _owner_ids(entry):
-    return _last_good._owner_ids(entry)   # pylint: disable=protected-access
-
-
 def restore(record, skip=(), check_mode=False):
     """Put back each file of the transaction as it was before the change (not those in ``skip``: the last-good
     manifest restored them; not a secret one that was not copied): a copy renamed into place with its mode and
-    owner where it differs, a file that did not exist removed. Idempotent. Returns {put_back, removed, missing}."""
-    put_back, removed, missing = [], [], []
+    owner where it differs, a file that did not exist removed (_last_good.put_back_file, the one way a file goes
+    back). Idempotent. Returns {put_back, removed, missing}."""
+    done = {"put_back": [], "removed": [], "missing": []}
     for path, entry in sorted((record.get("files") or {}).items()):
         if path in skip or not isinstance(entry, dict) or entry.get("secret"):
             continue
-        if not entry.get("existed"):
-            if os.path.lexists(path):
-                removed.append(path)
-                if not check_mode:
-                    os.unlink(path)
-            continue
-        kept = entry.get("kept_at")
-        if not isinstance(kept, str) or not os.path.isfile(kept):
-            missing.append(kept or path)
-            continue
-        with open(kept, "rb") as handle:
-            content = handle.read()
-        mode = int(str(entry.get("mode") or "0600"), 8)
-        uid, gid = _owner_ids(entry)
-        try:
-            info = os.lstat(path)
-            same = (stat_mod.S_ISREG(info.st_mode) and stat_mod.S_IMODE(info.st_mode) == mode
-                    and (os.geteuid() != 0 or (info.st_uid, info.st_gid) == (uid, gid)))
-            if same:
-                with open(path, "rb") as handle:
-                    same = handle.read() == content
-        except (FileNotFoundError, NotADirectoryError):
-            same = False
-        if same:
-            continue
-        put_back.append(path)
-        if not check_mode:
-            write_atomic(path, content, mode=mode, prefix=".gpuserve-restore-")
-            if os.geteuid() == 0:
-                os.chown(path, uid, gid)
-    return {"put_back": put_back, "removed": removed, "missing": missing}
+        outcome = _last_good.put_back_file(path, entry.get("existed"), entry.get("kept_at"), entry, check_mode)
+        if outcome:
+            done[outcome].append(entry.get("kept_at") or path if outcome == "missing" else path)
+    return done
