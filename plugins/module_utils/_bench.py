@@ -37,6 +37,10 @@ import time
 import http.client as http_client
 from urllib.parse import urlsplit
 
+# The last deployment record's JSON twin as a dict ({} when there is none or it is not a JSON object: a broken
+# twin must not fail every later deploy), read as the record's owner reads it.
+from ansible_collections.gpuserve.sglang.plugins.module_utils._record import read_json as load_record
+
 ERRORS_KEPT = 5
 
 
@@ -348,17 +352,6 @@ def run_settings(settings):
         raise BenchError("%d of %d benchmark requests failed: %s" % (
             result["errors"], result["num_requests"], "; ".join(result["error_messages"])), result)
     return result
-
-
-def load_record(path):
-    """The last deployment record's JSON twin as a dict: {} when there is none, or when it is not a JSON object
-    (the next verified start writes it anew; a broken twin must not fail every later deploy)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (IOError, OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _settings_of(mapping):
