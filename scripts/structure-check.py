@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang maintainers
 """The roles' shape against the targets of issue 39, measured, kept by `make lint`.
@@ -193,7 +192,7 @@ def report(root, targets=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--root", default=ROOT, help="the collection's checkout (default: this one)")
     args = parser.parse_args(argv)
     print("structure-check: measured / target (issue 39)")

@@ -441,7 +441,7 @@ def measure_size(tree, image, size, work, forks, runs):
             inventory = fleet.inventory(tree)
             settle = summarize(playbook(tree, fleet.work, inventory, forks, "deploy.yml", [], fleet), "deploy")
             noop = [summarize(playbook(tree, fleet.work, inventory, forks, "deploy.yml", [], fleet), "deploy")
-                    for _ in range(runs)]
+                    for _run in range(runs)]
             restart = summarize(playbook(tree, fleet.work, inventory, forks, "restart.yml",
                                          ["-e", "sglang_rollout_batch=1"], fleet), "restart")
         finally:
@@ -549,7 +549,7 @@ def write(path, doc):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--ref", help="the code to measure (default HEAD)")
     parser.add_argument("--before", help="with --after: the code before a change, measured first")
     parser.add_argument("--after", help="with --before: the code after it, measured in the same run")

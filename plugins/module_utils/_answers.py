@@ -38,7 +38,7 @@ import json
 import socket
 import time
 
-from ansible.module_utils.six.moves import http_client
+import http.client as http_client
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError, Endpoint

@@ -29,10 +29,9 @@ import binascii
 import json
 import os
 import re
-import subprocess
 import time
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _nvidia_smi, _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _nvidia_smi, _proc, _secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 
 STAMP = "%Y%m%dT%H%M%SZ"
@@ -151,17 +150,11 @@ PROC_ENVIRON = "/proc/%d/environ"
 
 
 def run_command(argv, timeout=120):
-    """``argv`` run without a shell -> (rc, stdout, stderr), LC_ALL=C; a missing program is rc 127, a hang past
-    ``timeout`` seconds rc 124 (the record must not wait forever on a wedged driver)."""
-    env = dict(os.environ, LC_ALL="C")
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=timeout,
-                              check=False)
-    except subprocess.TimeoutExpired:
-        return 124, "", "%s timed out after %d s" % (argv[0], timeout)
-    except (IOError, OSError) as exc:
-        return 127, "", str(exc)
-    return (proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    """``argv`` run without a shell (the collection's one command runner, _proc.run) -> (rc, stdout, stderr),
+    LC_ALL=C; a missing program is rc 127, a hang past ``timeout`` seconds rc 124 (the record must not wait forever
+    on a wedged driver)."""
+    rc, out, err = _proc.run(argv, timeout=timeout, env={"LC_ALL": "C"})
+    return rc, out, err
 
 
 def read_json(path):

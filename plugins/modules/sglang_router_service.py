@@ -32,7 +32,7 @@ attributes:
   check_mode:
     support: full
     details:
-      - Reads and plans only; returns RV(action), RV(reasons) and RV(diff), writes nothing, restarts nothing.
+      - Reads and plans only; returns RV(action), RV(reasons) and the diff, writes nothing, restarts nothing.
   diff_mode:
     support: full
     details:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 
-import jinja2
 import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

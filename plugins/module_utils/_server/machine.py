@@ -30,7 +30,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.claim import inputs_claim
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.land import LandError, land
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.onhost import read_host
-from ansible_collections.gpuserve.sglang.plugins.module_utils._server.plan import UP, plan as make_plan
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server.plan import plan as make_plan
 
 HEAD_CHANGE = "the new configuration failed verification"
 HEAD_UNKNOWN = "the running invocation, which no run had verified (a killed run left it), failed verification"

@@ -53,8 +53,8 @@ def test_configure_and_run_is_one_module_call_with_no_restart_fact():
     a handler's fact did): whether a restart is due is the module's plan, read from the host each call."""
     assert not os.path.exists(os.path.join(ROLE, "handlers"))
     run = _yaml("tasks", "run.yml")
-    assert [next(k for k in t if "." in k) for t in run] == ["gpuserve.sglang.sglang_router_service",
-                                                            "ansible.builtin.set_fact"]
+    assert [next(k for k in t if "." in k) for t in run] == [
+        "gpuserve.sglang.sglang_router_service", "ansible.builtin.set_fact"]
     for name in os.listdir(os.path.join(ROLE, "tasks")):
         with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
             text = handle.read()

@@ -5,7 +5,6 @@ production unit rendered from the production profile, the API key kept out of th
 from __future__ import annotations
 
 import os
-import re
 import types
 
 import jinja2

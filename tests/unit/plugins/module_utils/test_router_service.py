@@ -213,8 +213,8 @@ def test_a_failing_verification_restores_the_previous_unit_and_verifies_it(gw):
     assert gw.read(gw.unit) == unit_before
     # the key is never rolled back: the environment file stays as this run wrote it, and the message says so
     assert KEY in gw.read(gw.env) and "holds the workers' key" in msg
-    assert gw.systemctl.commands[-3:] == ["stop %s.service" % SERVICE, "daemon-reload",
-                                         "restart %s.service" % SERVICE]
+    assert gw.systemctl.commands[-3:] == [
+        "stop %s.service" % SERVICE, "daemon-reload", "restart %s.service" % SERVICE]
     assert gw.verifies[-3:] == [("status", "inv3")] * 3   # the restored router is verified: asked until it answers
     assert failure.value.result["rolled_back"] is True
     assert not os.path.exists(gw.backup + "/last-good/txn.json")

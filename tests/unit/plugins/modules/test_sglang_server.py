@@ -71,8 +71,11 @@ def run_module(tmp_path, payload, check_mode=False, diff=False):
     env = dict(os.environ, PYTHONPATH=COLLECTIONS, PATH="%s:/usr/bin:/bin" % (tmp_path / "bin"))
     proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env,
                           timeout=120, check=False)
-    assert KEY not in proc.stdout and KEY not in proc.stderr
-    return json.loads(proc.stdout)
+    out = json.loads(proc.stdout)
+    # ansible-core 2.22 hands the module's no_log values to the controller, which masks them and never shows them
+    out.pop("_ansible_new_secrets", None)
+    assert KEY not in json.dumps(out) and KEY not in proc.stderr
+    return out
 
 
 def calls(tmp_path):
