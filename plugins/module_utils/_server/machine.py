@@ -440,11 +440,26 @@ class ServerLifecycle(object):
         raise self.failure("%s: %s: %s\n%s%s" % (self.desired.service, head, reason, words,
                                                  self.journal_words(failed)))
 
-    @staticmethod
-    def journal_words(failed):
+    JOURNAL_TAIL = 25
+
+    def journal_words(self, failed):
+        """The failed invocation's last journal lines: read again now (its own last lines - SGLang's "Received
+        sigquit from a child process", the stop - may have come after the verification gave up, on a busy host or
+        during the rollback's stop), else the runner's tail; masked."""
         if not failed:
             return ""
-        return "\nJournal of the failed invocation (last lines):\n" + "\n".join(failed.get("journal_tail") or [])
+        tail = list(failed.get("journal_tail") or [])
+        invocation = failed.get("invocation_id") or ""
+        if invocation and not self.check_mode:
+            try:
+                rc, out, _err = tuple(self.run(["journalctl", "_SYSTEMD_INVOCATION_ID=%s" % invocation, "-n",
+                                                str(self.JOURNAL_TAIL), "-o", "cat", "--no-pager"], timeout=30))[:3]
+            except (OSError, ValueError, TypeError):
+                rc, out = 1, ""
+            if rc == 0 and out.strip():
+                tail = out.splitlines()
+        tail = [_secrets.mask(line, self.secrets) for line in tail]
+        return "\nJournal of the failed invocation (last lines):\n" + "\n".join(tail)
 
     def rollback_words(self, outcome):
         if not outcome["ok"]:

@@ -441,3 +441,22 @@ def test_a_restart_due_on_another_node_only_is_reported_by_the_commit_too(host):
     committed = host.machine(desired).commit()
     assert committed["restart"]["changed"] is True
     assert not os.path.exists(host.last_good + "/txn.json")
+
+
+def test_the_failures_journal_is_read_again_with_the_invocations_last_lines_masked(host):
+    # SGLang's own last line ("Received sigquit from a child process") may come after the verification gave up,
+    # on a busy host or during the rollback's stop: the message reads the failed invocation's journal again
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    asked = []
+
+    def run(argv, timeout=None):
+        if argv[0] == "journalctl":
+            asked.append(argv[1])
+            return 0, "RuntimeError: Not enough host memory available\nReceived sigquit from a child process %s\n" \
+                % KEY, ""
+        return 0, "", ""
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2"), run=run).converge()
+    assert asked and asked[0].startswith("_SYSTEMD_INVOCATION_ID=")
+    assert "Received sigquit from a child process" in info.value.msg and KEY not in info.value.msg
