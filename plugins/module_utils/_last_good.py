@@ -237,18 +237,24 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
 RESTORE = "restore.json"
 
 
-def open_restore(directory):
-    """The open restore ({"invocation_id", "since", "reason"}), or {} when no rollback is in progress. A record
-    that cannot be read still counts as open (the rollback it belongs to did not finish)."""
-    path = os.path.join(directory, RESTORE)
+def load_open_record(path, blank, why):
+    """A record of work in progress (an open restore here, a transaction in _server/txn.py): its JSON object, {}
+    when the file is missing, else ``blank`` with ``why`` saying what is wrong with it: a record that cannot be
+    read, or an empty one, still counts as open (the work it belongs to did not finish)."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as exc:
-        return {"invocation_id": "", "since": 0, "reason": "unreadable record %s (%s)" % (path, exc)}
-    return data if isinstance(data, dict) and data else {"invocation_id": "", "since": 0, "reason": "empty record"}
+        return dict(blank, **{why: "unreadable record %s (%s)" % (path, exc)})
+    return data if isinstance(data, dict) and data else dict(blank, **{why: "empty record"})
+
+
+def open_restore(directory):
+    """The open restore ({"invocation_id", "since", "reason"}), or {} when no rollback is in progress. A record
+    that cannot be read still counts as open (the rollback it belongs to did not finish)."""
+    return load_open_record(os.path.join(directory, RESTORE), {"invocation_id": "", "since": 0}, "reason")
 
 
 def begin_restore(directory, reason="", check_mode=False):

@@ -15,7 +15,6 @@ restart, verify, close (machine.py)."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import time
 import uuid
@@ -46,18 +45,10 @@ def _write(directory, record):
 def load(directory):
     """The open transaction, or {} when none. A record that cannot be read still counts as open (the change it
     belongs to was not verified): it says so in ``problem``."""
-    path = os.path.join(directory, TXN)
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        return {"id": "", "since": 0, "phase": "unknown", "service": "", "files": {},
-                "problem": "unreadable record %s (%s)" % (path, exc)}
-    if not isinstance(data, dict) or not data:
-        return {"id": "", "since": 0, "phase": "unknown", "service": "", "files": {}, "problem": "empty record"}
-    if not isinstance(data.get("files"), dict):
+    data = _last_good.load_open_record(os.path.join(directory, TXN),
+                                       {"id": "", "since": 0, "phase": "unknown", "service": "", "files": {}},
+                                       "problem")
+    if data and not isinstance(data.get("files"), dict):
         data["files"] = {}
     return data
 
