@@ -176,7 +176,7 @@ def failures(root, most=8):
     """What failed in the run whose logs are under ``root``, a line each, at most ``most`` per part: the static
     lane's steps (and a controller's sanity or plugin tests, with ansible-test's first errors), the unit tests
     (from the junit report, with the first line of their message) and the molecule scenarios (rc of .result, the
-    step they were in and their first fatal task result). An empty list when nothing failed there."""
+    step they were in and their last failed task result not ignored, with its task and message). An empty list when nothing failed there."""
     lines = []
     static_log = os.path.join(root, ".cache", "test-logs", "static.log")
     if os.path.isfile(static_log):
@@ -226,15 +226,45 @@ def failures(root, most=8):
                 rc = "none (it did not end)"
             if rc == "0":
                 continue
-            step, fatal = None, None
+            step, task = None, None   # the running step and TASK
+            current, tail = None, None   # the failure being read: (kind, its step, its text); the lines under it
+            found = {}   # kind ("fatal" / "failed") -> (step, text) of the last one not ignored
             with open(os.path.join(logs, name), encoding="utf-8", errors="replace") as handle:
                 for line in handle:
+                    text = STAMP_RE.sub("", line, count=1).rstrip("\n")
+                    if tail is not None:
+                        # the result's YAML under "fatal: [h]: FAILED! =>" (msg, assertion...), up to a blank line;
+                        # "...ignoring" after it: a failure the play expected (failed_when / ignore_errors)
+                        if text.strip() == "...ignoring":
+                            current, tail = None, None
+                            continue
+                        if text.strip() and text.startswith(" ") and len(tail) < 12:
+                            tail.append(text.strip())
+                            continue
+                        if not text.strip():
+                            continue
+                        found[current[0]] = (current[1], current[2] + (" " + " ".join(tail) if tail else ""))
+                        current, tail = None, None
                     match = STEP_RE.match(line)
-                    if match and fatal is None:
+                    if match:
                         step = match.group(3)
+                    if text.startswith("TASK ["):
+                        task = text[len("TASK ["):].split("]", 1)[0]
                     match = FATAL_RE.match(line)
-                    if match and fatal is None:
-                        fatal = _short(match.group(1))
+                    if match:
+                        # the LAST failure not ignored is the one that ended the step (an earlier one may be a
+                        # play's own expected failure, caught in a rescue)
+                        current = (match.group(1).split(":", 1)[0], step,
+                                   ("TASK [%s] " % task if task else "") + match.group(1))
+                        tail = []
+                if tail is not None and current is not None:
+                    found[current[0]] = (current[1], current[2] + (" " + " ".join(tail) if tail else ""))
+            # a loop's item failures ("failed: [h] (item=x)") come before the task's own "fatal": that one first
+            last = found.get("fatal") or found.get("failed")
+            if last:
+                step, fatal = last[0], _short(last[1], 600)
+            else:
+                fatal = None
             if step is None and not rc[0].isdigit():
                 continue   # not a scenario's log: a nested play's of a scenario (molecule/*/verify.yml writes some here)
             lines.append("molecule %s: rc %s, in %s; %s" % (scenario, rc, step, fatal or "no fatal task result"))

@@ -79,6 +79,30 @@ def test_a_red_run_names_each_failure_a_line_each(tmp_path):
     ]
 
 
+def test_a_red_scenario_is_named_by_its_last_failure_not_ignored_with_its_task_and_message(tmp_path):
+    """Stop 45 was red in CI with "molecule server: rc 2, in verify; fatal: [gpuserve-server]: FAILED! =>" and
+    nothing else: ansible's default callback writes the result as YAML on the lines under that one, and the first
+    fatal of a log may be a play's own expected failure (ignored, or caught by a rescue)."""
+    times = load_file("test_times_last_failure", os.path.join(ROOT, "scripts", "test-times.py"))
+    _logs(tmp_path, {"bad": "2 95 1.0 1.0"})
+    bad_log = tmp_path / ".cache" / "molecule-logs" / "bad.log"
+    bad_log.write_text(bad_log.read_text().replace(
+        "160.0 | INFO     [bad > verify] Executing\n",
+        "160.0 | INFO     [bad > verify] Executing\n"
+        "161.0 | TASK [Expected to fail] ****\n"
+        "162.0 | fatal: [h1]: FAILED! =>\n162.0 |     changed: false\n162.0 |     msg: an expected refusal\n"
+        "162.0 | ...ignoring\n"
+        "163.0 | TASK [Kill that run's module on the host too] ****\n"
+        "164.0 | fatal: [h1]: FAILED! =>\n164.0 |     changed: true\n164.0 |     msg: non-zero return code\n"
+        "164.0 |     rc: 1\n164.0 | \n164.0 | PLAY RECAP ****\n"
+        "170.0 | INFO     [bad > destroy] Executing\n"))
+    lines = times.failures(str(tmp_path))
+    assert lines == [
+        "molecule bad: rc 2, in verify; TASK [Kill that run's module on the host too] fatal: [h1]: FAILED! => "
+        "changed: true msg: non-zero return code rc: 1",
+    ]
+
+
 def test_a_green_runs_logs_name_no_failure(tmp_path):
     times = load_file("test_times_green", os.path.join(ROOT, "scripts", "test-times.py"))
     _logs(tmp_path, {"good": "0 90 1.0 1.0"})
