@@ -17,10 +17,20 @@
 from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _lease
 
 MODULE = "gpuserve.sglang.sglang_lease"
+display = Display()
+
+
+def waiting_line(unit, wait, holder):
+    """What a run says before it waits for another run's lease: how long at most, and for whom."""
+    owner = (holder or {}).get("owner") or {}
+    return "waiting (at most %s s) for the run that holds the lease on %s: %s@%s, play %s" % (
+        wait, unit, _lease.clean(owner.get("user") or "?"), _lease.clean(owner.get("controller") or "?"),
+        _lease.clean(owner.get("play") or "?"))
 
 
 class ActionModule(ActionBase):
@@ -54,7 +64,10 @@ class ActionModule(ActionBase):
                 if isinstance(holder, dict) and holder.get("id") and _lease.holder_gone(holder.get("owner"), here):
                     answer = call(wait=0, replace=holder["id"])
                 if answer.get("result") == "held" and str(args.get("wait", 900)).strip() not in ("", "0"):
-                    answer = call()
+                    # said when the wait starts (it may be long), and kept in the result
+                    line = waiting_line(args.get("unit"), args.get("wait", 900), answer.get("lease"))
+                    display.display("%s: %s" % (task_vars.get("inventory_hostname", "?"), line))
+                    answer = dict(call(), waiting=line)
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         result.update(answer)

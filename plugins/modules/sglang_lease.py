@@ -61,10 +61,9 @@ options:
     required: true
   id:
     description:
-      - This run's lease id (the roles make a random one per C(ansible-playbook) run and host, fact
-        C(gpuserve_lease_id)).
-      - Omitted, the run's own id, made by the action plugin from the identity of the run's C(ansible-playbook)
-        (the same in every task and on every host of the run, never the same for two runs; the router rollout's).
+      - This run's lease id. Omitted (as the roles do), the run's own id, made by the action plugin from the
+        identity of the run's C(ansible-playbook) (the same in every task and on every host of the run, never the
+        same for two runs).
     type: str
   owner:
     description:
@@ -111,16 +110,15 @@ EXAMPLES = r"""
 - name: Take the host lease on the server unit
   gpuserve.sglang.sglang_lease:
     unit: sglang-kimi.service
-    id: "{{ gpuserve_lease_id }}"
-    owner: {controller: ops-1, user: alice, play: Deploy SGLang}
+    owner: {play: Deploy SGLang}
+    wait: 900
   register: lease
 
 - name: Give it back
   gpuserve.sglang.sglang_lease:
     state: released
     unit: sglang-kimi.service
-    id: "{{ gpuserve_lease_id }}"
-  when: lease.result != 'renewed'
+  when: lease.taken
 """
 
 RETURN = r"""
@@ -164,6 +162,12 @@ waited:
   description: Seconds waited for another run's lease.
   returned: state is acquired
   type: int
+waiting:
+  description:
+    - What the run said when it began to wait for another run's lease (how long at most, for whom); set by the
+      action plugin, which also prints it then.
+  returned: when the run waited
+  type: str
 message:
   description: One line on what happened, naming a previous holder.
   returned: always
@@ -251,7 +255,7 @@ def main():
     if result["waited"]:
         message += " after waiting %d s" % result["waited"]
     meaning = _lease.meaning(result["result"])
-    if meaning["contended"]:   # expired, gone, broken, held: what acquire() can answer of _lease.CONTENDED
+    if meaning["contended"] or result["waited"]:   # expired, gone, broken, held; or taken after a wait: said
         module.warn(message)
     module.exit_json(changed=False, message=message, **dict(result, **meaning))
 

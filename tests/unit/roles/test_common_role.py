@@ -24,9 +24,9 @@ def _yaml(*parts):
 def test_one_entry_point_per_tasks_file():
     specs = _yaml("_common", "meta", "argument_specs.yml")["argument_specs"]
     tasks = sorted(os.path.basename(p)[:-4] for p in glob.glob(os.path.join(ROLES, "_common", "tasks", "*.yml")))
-    # lease_held.yml is lease.yml's own part (included when another run holds the lease), not an entry point
-    assert sorted(specs) == ["interpreter", "lease", "main", "venv"]
-    assert tasks == sorted(list(specs) + ["lease_held"])
+    # the lease is one task of the server role's (entry point lease) and of the router role's, no _common part
+    assert sorted(specs) == ["interpreter", "main", "venv"]
+    assert tasks == sorted(specs)
     assert all(name.startswith("_common_") for name in specs["venv"]["options"])
 
 
@@ -200,11 +200,6 @@ BYPASS = """
         name: gpuserve.sglang._common
         tasks_from: "{{ entry }}"
       vars:
-        _common_lease_unit: x.service
-        _common_lease_state: acquired
-        _common_lease_ttl: 60
-        _common_lease_wait: 0
-        _common_lease_break: false
         _common_python_given: ""
         _common_install_record: ""
         _common_venv_python: /usr/bin/python3
@@ -212,15 +207,14 @@ BYPASS = """
 
 
 def test_each_entry_refuses_a_call_from_outside_the_roles_before_its_module_runs(tmp_path):
-    base = {"_common_lease_dir": str(tmp_path / "leases"), "_common_venv": str(tmp_path / "venv")}
-    entries = ("lease.yml", "interpreter.yml", "venv.yml")
+    base = {"_common_venv": str(tmp_path / "venv")}
+    entries = ("interpreter.yml", "venv.yml")
     results = run_play_batch(tmp_path, BYPASS, {entry: dict(base, entry=entry) for entry in entries})
-    wanted = {"lease.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or gpuserve.sglang.router.",
-              "interpreter.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or "
+    wanted = {"interpreter.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.server or "
                                  "gpuserve.sglang.nccl_tuning.",
               "venv.yml": "gpuserve.sglang._common is internal; use gpuserve.sglang.install or gpuserve.sglang.cuda."}
     for entry, text in wanted.items():
         rc, out = results[entry]
         assert rc == 1 and text in out, (entry, out[-3000:])
-    # nothing reached the host: no lease taken, no venv made
-    assert not (tmp_path / "leases").exists() and not (tmp_path / "venv").exists()
+    # nothing reached the host: no venv made
+    assert not (tmp_path / "venv").exists()

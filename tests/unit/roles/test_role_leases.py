@@ -82,7 +82,7 @@ PLAY = """
 
     - name: Say this run's lease id
       ansible.builtin.debug:
-        msg: "LEASE ID {{ gpuserve_lease_id | default('') }}"
+        msg: "LEASE ID {{ sglang_lease.lease.id | default('') }}"
 """
 
 
@@ -98,7 +98,8 @@ def runs(tmp_path_factory):
         cases[case] = {"sglang_version": "0.5.23", "sglang_venv_base_python": str(fake),
                        "sglang_venv": str(where / "venv"), "sglang_venv_versions_dir": str(where / "versions"),
                        "sglang_install_record": str(where / "install-record.json"),
-                       "sglang_lease_dir": str(where / "leases"), "sglang_lease_wait": 0,
+                       "sglang_lease_dir": str(where / "leases"),
+                       "sglang_lease_wait": 1 if case == "held by another run" else 0,
                        "sglang_service_name": "sglang-kimi", "playbook_takes": case == "inside a playbook's lease"}
     holder = _lease.Lease(cases["held by another run"]["sglang_lease_dir"])
     holder.acquire(UNIT, "run-of-another-controller", {"controller": "ops-1", "user": "alice", "play": "Deploy SGLang"},
@@ -112,9 +113,12 @@ def _lease_file(cases, case):
 
 def test_a_live_lease_of_another_run_stops_the_role_before_it_changes_anything(runs):
     """Defect 7: the role alone installed into the venv while another run held the lease (its restart under way);
-    now it waits (sglang_lease_wait 0 here) and refuses naming the holder, and leaves that run's lease alone."""
+    now it waits (sglang_lease_wait 1 here), saying for whom, and refuses naming the holder, and leaves that
+    run's lease alone. The wait and what it says are one task (the lease's action plugin), not a task file."""
     cases, results = runs
     _rc, out = results["held by another run"]
+    assert "waiting (at most 1 s) for the run that holds the lease on %s: alice@ops-1, play Deploy SGLang" % UNIT \
+        in out, out[-4000:]
     assert "ROLE FAILED" in out and "is held by another run: alice@ops-1, play 'Deploy SGLang'" in out, out[-4000:]
     assert not os.path.exists(cases["held by another run"]["sglang_venv_versions_dir"]), "the host changed"
     with open(_lease_file(cases, "held by another run"), encoding="utf-8") as handle:

@@ -206,9 +206,9 @@ def test_a_batch_is_drained_under_the_routers_lease_and_restart_yml_gives_it_bac
     """Issue 22: two rollouts at once could each drain a worker of a two-worker router past the last healthy one,
     and a router restart mid-drain lists the drained worker again. drain.yml takes the lease on every router of
     the group before the drain module runs; restart.yml gives it back in the block's always (a failed or stopped
-    batch too); the id is the run's own, made by the module's action plugin (no id given), not the per-host
-    gpuserve_lease_id (the host that gives it back need not be the one that took it; issue 39: never
-    rollout-<hostname>-<pid>, the same for every run where the pid is empty)."""
+    batch too); the id is the run's own, made by the module's action plugin (no id given), the same on every host
+    (the host that gives it back need not be the one that took it; issue 39: never rollout-<hostname>-<pid>, the
+    same for every run where the pid is empty)."""
     drain = _yaml("tasks", "drain.yml")
     names = [t["name"] for t in drain]
     lease_at = next(i for i, t in enumerate(drain) if t.get("ansible.builtin.include_tasks") == "rollout_lease.yml")

@@ -242,7 +242,7 @@ def test_module_takes_refuses_and_gives_back_never_changed(tmp_path):
 
 
 def test_the_owner_keeps_the_controller_pid_and_names_it(tmp_path):
-    """A later run of the same controller tells a dead holder by this pid (roles/_common/tasks/lease.yml)."""
+    """A later run of the same controller tells a dead holder by this pid (the action plugin sglang_lease)."""
     lease, clock = make(tmp_path)
     lease.acquire(UNIT, "run-a", dict(ALICE, pid="4242", extra="dropped"), ttl=60, wait=0)
     holder = lease.read(UNIT)
@@ -255,7 +255,7 @@ def test_the_owner_keeps_the_controller_pid_and_names_it(tmp_path):
     ("free", True, False), ("held", False, True), ("released", False, False), ("not held", False, False),
     ("held by another", False, True)])
 def test_each_result_says_whether_the_run_took_the_lease_and_whether_another_held_it(result, taken, contended):
-    """The roles and playbooks read these two, never a list of results of their own (lease.yml, lease_held.yml,
+    """The roles and playbooks read these two, never a list of results of their own (the lease tasks of
     the server and router roles, deploy.yml, restart.yml): a renewed lease is not this call's to give back."""
     assert _lease.meaning(result) == {"taken": taken, "contended": contended,
                                       "holds": result in ("acquired", "renewed", "expired", "broken", "free")}
