@@ -245,6 +245,20 @@ def sglang_server_gpu_groups(groups, device_files=()):
                   and str(entry[1]) in gids)
 
 
+def sglang_server_gate_seconds(gates):
+    """The longest the gates after a restart take, for the host lease's TTL (issue 39 defect 8): the benchmark
+    gate's rounds (requests / concurrency, plus its warm-up round) times its timeout when it is on, plus one timeout
+    for the answers gate when that is on. ``gates``: bench, requests, concurrency, timeout, answers."""
+    gates = gates if isinstance(gates, dict) else {}
+    timeout = int(gates.get("timeout") or 0)
+    seconds = 0
+    if _bool(gates.get("bench")):
+        seconds += (int(gates.get("requests") or 0) // max(int(gates.get("concurrency") or 0), 1) + 1) * timeout
+    if _bool(gates.get("answers")):
+        seconds += timeout
+    return seconds
+
+
 ENV_HEADER = "# Managed by gpuserve.sglang.server (Ansible): local changes are overwritten.\n"
 
 
@@ -369,6 +383,7 @@ class FilterModule(object):
             "sglang_server_models": sglang_server_models,
             "sglang_server_refusals": sglang_server_refusals,
             "sglang_server_notes": sglang_server_notes,
+            "sglang_server_gate_seconds": sglang_server_gate_seconds,
             "sglang_server_envfile": sglang_server_envfile,
             "sglang_server_secrets": sglang_server_secrets,
             "sglang_server_reads": sglang_server_reads,

@@ -529,5 +529,18 @@ def test_every_filter_is_listed():
         "sglang_server_args", "sglang_server_argv", "sglang_server_cmdline", "sglang_plan_inputs",
         "sglang_server_plan", "sglang_server_models", "sglang_server_refusals", "sglang_server_notes",
         "sglang_server_envfile", "sglang_server_secrets", "sglang_server_reads", "sglang_server_install_record",
-        "sglang_server_identity",
+        "sglang_server_identity", "sglang_server_gate_seconds",
         "sglang_server_gpu_groups", "sglang_server_account_ok", "sglang_group_verdict", "sglang_group_due"}
+
+
+@pytest.mark.parametrize("gates, seconds", [
+    ({"bench": True, "requests": 8, "concurrency": 4, "timeout": 300, "answers": False}, 900),
+    ({"bench": "true", "requests": "8", "concurrency": "0", "timeout": "300", "answers": "true"}, 2700 + 300),
+    ({"bench": False, "requests": 8, "concurrency": 4, "timeout": 300, "answers": True}, 300),
+    ({"bench": False, "answers": False, "timeout": 300}, 0),
+    (None, 0)])
+def test_the_lease_ttl_covers_the_gates_the_role_runs(gates, seconds):
+    """The host lease's TTL (issue 39 defect 8) covers two restarts and the gates after them; the server role's
+    lease task passes what its gates take, as the three role variables it replaced computed: the benchmark's rounds
+    (requests // concurrency, a warm-up round more) times the timeout, and one timeout for the answers gate."""
+    assert r.sglang_server_gate_seconds(gates) == seconds

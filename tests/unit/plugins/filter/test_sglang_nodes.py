@@ -98,6 +98,7 @@ def test_the_role_derives_them_per_host(tmp_path):
     - ansible.builtin.include_role:
         name: gpuserve.sglang.server
         tasks_from: flags
+        public: true   # the effective flags are a role var (_server_args), read here after the role
     - ansible.builtin.copy:
         content: "{{ _server_args | to_json }}"
         dest: %s
