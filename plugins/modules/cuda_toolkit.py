@@ -305,7 +305,7 @@ REPO = dict(
     mirror=dict(type="str", default=""),
     distro=dict(type="str", default="", choices=["", "ubuntu2204", "ubuntu2404", "debian12"]),
     arch=dict(type="str", default="", choices=["", "x86_64", "sbsa"]),
-    keyring_version=dict(type="str", default="1.1-1"),
+    keyring_version=dict(type="str", default="1.1-1", no_log=False),
     keyring_sha256=dict(type="str", default="", no_log=False),
     pin_version=dict(type="str", default=""),
     driver_install=dict(type="bool", default=False),

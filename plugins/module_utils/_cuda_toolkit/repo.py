@@ -94,10 +94,10 @@ def cuda_repo(release, distro, arch, mirror="", base_url=NVIDIA_REPO_BASE_URL, k
     major, minor = _split_release(release)
     if distro not in SUPPORTED_DISTROS:
         raise CudaToolkitError("unsupported CUDA repository distro %r; supported: %s"
-                                 % (distro, ", ".join(SUPPORTED_DISTROS)))
+                               % (distro, ", ".join(SUPPORTED_DISTROS)))
     if arch not in SUPPORTED_ARCHES:
         raise CudaToolkitError("unsupported CUDA repository arch %r; supported: %s"
-                                 % (arch, ", ".join(SUPPORTED_ARCHES)))
+                               % (arch, ", ".join(SUPPORTED_ARCHES)))
     base = str(mirror or base_url or "").strip().rstrip("/")
     if not re.match(r"^(https?|file)://\S+$", base):
         raise CudaToolkitError("CUDA repository URL must be http(s):// or file://, got %r" % (base,))
@@ -145,7 +145,7 @@ def cuda_repo(release, distro, arch, mirror="", base_url=NVIDIA_REPO_BASE_URL, k
             raise CudaToolkitError("driver branch is three digits such as '580', got %r" % (driver_branch,))
         if driver_flavor not in DRIVER_FLAVORS:
             raise CudaToolkitError("driver flavor must be one of %s, got %r"
-                                     % (", ".join(sorted(DRIVER_FLAVORS)), driver_flavor))
+                                   % (", ".join(sorted(DRIVER_FLAVORS)), driver_flavor))
         result["driver_pinning_package"] = "nvidia-driver-pinning-%s" % branch
         result["driver_packages"] = [DRIVER_FLAVORS[driver_flavor]]
     return result
@@ -156,7 +156,7 @@ def cuda_nvcc_release(text):
     match = _NVCC_RE.search(str(text or ""))
     if not match:
         raise CudaToolkitError("no 'release X.Y, VX.Y.Z' line in nvcc --version output: %r"
-                                 % (str(text or "")[-300:],))
+                               % (str(text or "")[-300:],))
     return {"release": "%s.%s" % (match.group(1), match.group(2)), "version": match.group(3)}
 
 
@@ -231,7 +231,7 @@ def cuda_source_problems(settings):
     """
     if not isinstance(settings, dict):
         raise CudaToolkitError("cuda_source_problems: the input must be the role's variables by name, not %s"
-                                 % type(settings).__name__)
+                               % type(settings).__name__)
     problems = []
 
     def refuse(name, value):

@@ -101,7 +101,7 @@ class CudaToolkit(object):
 
     @property
     def major(self):
-        return self.release.split(".")[0]
+        return self.release.split(".", 1)[0]
 
     def facts(self):
         return {"cuda_home": self.prefix, "cuda_version": self.release, "cuda_bin": self.prefix + "/bin",
