@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the cuda role reads of a host, in ONE module run (issue 22: a no-op deploy in fewer host tasks).
+"""What the CUDA toolkit module reads of a host, in ONE call (issue 22: a no-op deploy in fewer host tasks).
 
 The role used to make one module run per read: a stat of the CUDA home, of its nvcc, of the generic CUDA link, of
 nvcc in the wheel tree, a find of /etc/ld.so.conf.d and a slurp of each entry. ``gather`` makes them all and
@@ -70,8 +70,8 @@ def ldconfig_entries(directory=LDCONFIG_DIR):
     """The loader entries as the role read them with find (``*.conf``, any file type, not hidden, not recursive)
     and one slurp each: ([{'path', 'content'}] sorted by path, [{'path', 'reason'}] of those that could not be read:
     a dangling link, a directory, an unreadable file - skipped, as the role's failed_when: false slurp skipped them).
-    ``content`` is text (UTF-8, undecodable bytes replaced, as the cuda_stale_ldconfig filter decodes a slurp), so
-    the list goes to that filter as it is. A directory that does not exist gives ([], [])."""
+    ``content`` is text (UTF-8, undecodable bytes replaced, as _cuda_toolkit.repo.cuda_stale_ldconfig decodes a
+    slurp), so the list goes to that function as it is. A directory that does not exist gives ([], [])."""
     if not directory:
         return [], []
     try:

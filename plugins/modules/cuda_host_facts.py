@@ -12,13 +12,13 @@ module: cuda_host_facts
 short_description: What the cuda role reads of a host (paths, loader entries), in one module run
 version_added: 0.4.0
 description:
-  - One round trip instead of one module run per read (issue 22) - the cuda role's preflight reads the CUDA home,
-    its C(nvcc), the generic CUDA link and the loader entries with it, and its later phases read again only where
-    the install phase changed the host.
+  - One round trip instead of one module run per read (issue 22) - the CUDA home, its C(nvcc), the generic CUDA
+    link and the loader entries (M(gpuserve.sglang.cuda_toolkit) makes the same read, C(module_utils/_cuda_facts.py),
+    inside its own run).
   - For each of O(paths), the fields the role used to read from M(ansible.builtin.stat) (without following a final
     link) under the same names, and the same fields after following links.
   - The C(*.conf) entries of O(ldconfig_dir) (any file type, not hidden, not recursive), each with its content as
-    text, in the shape the C(gpuserve.sglang.cuda_stale_ldconfig) filter takes; an entry that cannot be read (a
+    text (the shape C(module_utils/_cuda_toolkit/repo.py)'s C(cuda_stale_ldconfig) takes); an entry that cannot be read (a
     dangling link, a directory, an unreadable file) is skipped and named in RV(ldconfig_skipped).
   - The logic is C(plugins/module_utils/_cuda_facts.py); standard library only. Changes nothing on the host.
 author:
@@ -44,6 +44,7 @@ attributes:
 seealso:
   - module: ansible.builtin.stat
   - module: gpuserve.sglang.sglang_host_facts
+  - module: gpuserve.sglang.cuda_toolkit
 """
 
 EXAMPLES = r"""
@@ -56,9 +57,9 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: cuda_host.paths['/usr/local/cuda-13.0/bin/nvcc'].executable | default(false)
 
-- name: Loader entries of another CUDA major
+- name: The loader entries that name CUDA 12
   ansible.builtin.debug:
-    msg: "{{ cuda_host.ldconfig | gpuserve.sglang.cuda_stale_ldconfig('13.0') }}"
+    msg: "{{ cuda_host.ldconfig | selectattr('content', 'search', 'cuda-12') | map(attribute='path') | list }}"
 """
 
 RETURN = r"""

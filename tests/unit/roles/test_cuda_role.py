@@ -1,23 +1,34 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The cuda role's structure and templates: phases with tags, the rendered files, its one read of the host and the
-verify phase's .cu test (issue 22)."""
+"""The cuda role's structure and the files it writes: the inputs, the lease, ONE call of gpuserve.sglang.cuda_toolkit
+(issue 39), the rendered profile script and loader entry, the preflight's refusals and the verify phase's .cu test."""
 from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
+import sys
 
-import jinja2
 import pytest
 import yaml
 
-from conftest import run_play, run_play_batch
-from ansible_collections.gpuserve.sglang.plugins.filter import cuda_repo as f
+from conftest import COLLECTIONS, MODULE_PYTHON, ROOT as CHECKOUT, run_play_batch
+from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as f
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 ROLE = os.path.join(ROOT, "roles", "cuda")
+
+
+def run_play(tmp_path, play, args=()):
+    """conftest.run_play with command-line arguments as they are (--tags, -e NAME=VALUE)."""
+    path = tmp_path / "play.yml"
+    path.write_text(play)
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    cmd = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local",
+           "-e", "ansible_python_interpreter=" + MODULE_PYTHON, str(path)] + list(args)
+    proc = subprocess.run(cmd, env=env, cwd=CHECKOUT, capture_output=True, text=True, timeout=600, check=False)
+    return proc.returncode, proc.stdout + proc.stderr
 
 
 def _yaml(*parts):
@@ -25,19 +36,62 @@ def _yaml(*parts):
         return yaml.safe_load(handle)
 
 
-def test_phases_and_tags():
+def _tasks(tasks):
+    """Every task of a task list, the tasks of blocks included."""
+    for task in tasks:
+        yield task
+        for key in ("block", "rescue", "always"):
+            yield from _tasks(task.get(key) or [])
+
+
+def test_inputs_then_one_module_call_under_the_lease():
+    """Issue 39: the role is a table of contents - the inputs, the lease (joined inside a playbook's), ONE call of
+    the module and the facts; the phase tags pick the module's phases (vars/main.yml)."""
     main = _yaml("tasks", "main.yml")
-    # static imports: a phase costs no task of its own at run time (issue 20); its tags reach every task of it.
-    # The phases after the preflight run under the host lease (test_role_leases.py): the block after its take.
-    phases = [main[0]] + main[1]["block"][1:]
-    files = [t["ansible.builtin.import_tasks"] for t in phases]
-    assert files == ["preflight.yml", "install.yml", "configure.yml", "verify.yml"]
-    for task, tag in zip(phases[1:], ["cuda_install", "cuda_configure", "cuda_verify"]):
-        assert task["tags"] == [tag]
-    # preflight sets the facts, so it runs with every phase tag
+    assert main[0]["ansible.builtin.import_tasks"] == "inputs.yml"
     assert set(main[0]["tags"]) == {"cuda_preflight", "cuda_install", "cuda_configure", "cuda_verify"}
-    for method in ("nvidia_repo", "pip", "existing"):
-        assert os.path.exists(os.path.join(ROLE, "tasks", "install_%s.yml" % method))
+    take, toolkit = main[1]["block"]
+    assert take["ansible.builtin.include_tasks"]["file"] == "lease.yml"
+    assert toolkit["ansible.builtin.import_tasks"] == "toolkit.yml"
+    assert set(toolkit["tags"]) == set(main[0]["tags"])
+    calls = _yaml("tasks", "toolkit.yml")
+    assert [k for t in calls for k in t if k.startswith(("ansible.", "gpuserve."))] == \
+        ["gpuserve.sglang.cuda_toolkit", "ansible.builtin.set_fact"]
+    assert calls[0]["gpuserve.sglang.cuda_toolkit"]["phases"] == "{{ _cuda_phases }}"
+    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["inputs.yml", "lease.yml", "main.yml", "preflight.yml",
+                                                               "toolkit.yml"]
+    modules = [key for name in os.listdir(os.path.join(ROLE, "tasks")) for task in _tasks(_yaml("tasks", name))
+               for key in task if key.startswith(("ansible.", "gpuserve."))]
+    assert sorted(set(modules)) == ["ansible.builtin.assert", "ansible.builtin.import_tasks",
+                                    "ansible.builtin.include_role", "ansible.builtin.include_tasks",
+                                    "ansible.builtin.set_fact", "gpuserve.sglang.cuda_toolkit"]
+
+
+PHASES = """
+- hosts: localhost
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_vars: {{ role_vars }}
+      tags: [always]
+    - ansible.builtin.debug:
+        msg: "PHASES {{ _cuda_phases | to_json }}"
+      tags: [always]
+"""
+
+
+@pytest.mark.parametrize("args,phases", [
+    ([], ["install", "configure", "verify"]),
+    (["--tags", "cuda"], ["install", "configure", "verify"]),
+    (["--tags", "cuda_verify"], ["verify"]),
+    (["--tags", "cuda_install,cuda_configure"], ["install", "configure"]),
+    (["--tags", "cuda_preflight"], []),
+    (["--skip-tags", "cuda_verify"], ["install", "configure"]),
+])
+def test_the_phase_tags_pick_the_modules_phases(tmp_path, args, phases):
+    play = PHASES.replace("{{ role_vars }}", os.path.join(ROLE, "vars", "main.yml"))
+    rc, out = run_play(tmp_path, play, args)
+    assert rc == 0, out
+    assert "PHASES %s" % json.dumps(phases) in out.replace('\\"', '"'), out
 
 
 def test_default_pip_packages_pin_one_build():
@@ -46,22 +100,20 @@ def test_default_pip_packages_pin_one_build():
     assert pkgs == ["cuda-toolkit[nvcc,crt,nvvm,cudart]==13.0.2"]
 
 
-def _render(name, **variables):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
-                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters["comment"] = lambda text: "#\n# " + text + "\n#"
-    env.filters["quote"] = shlex.quote  # Ansible's quote filter
-    env.filters["to_json"] = json.dumps
-    return env.get_template(name).render(ansible_managed="Ansible managed", **variables)
-
-
 FACTS = {"cuda_home": "/usr/local/cuda-13.0", "cuda_version": "13.0", "cuda_bin": "/usr/local/cuda-13.0/bin",
          "cuda_lib": "/usr/local/cuda-13.0/lib64", "cuda_install_method": "pip",
          "cuda_ldconfig_file": "/etc/ld.so.conf.d/cuda-gpuserve.conf"}
 
 
+def _profile(**facts):
+    facts = dict(FACTS, **facts)
+    return f.profile_text(facts["cuda_home"], facts["cuda_version"], facts["cuda_install_method"],
+                          facts["cuda_ldconfig_file"])
+
+
 def test_ld_so_conf_names_lib64():
-    lines = [line for line in _render("ld.so.conf.j2", **FACTS).splitlines() if not line.startswith("#")]
+    text = f.ldconfig_text(FACTS["cuda_lib"], "13.0", "pip")
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
     assert lines == ["/usr/local/cuda-13.0/lib64"]
 
 
@@ -71,7 +123,7 @@ def test_ld_so_conf_names_lib64():
 ])
 def test_profile_script_in_a_real_shell(tmp_path, path_before, path_after):
     script = tmp_path / "cuda.sh"
-    script.write_text(_render("cuda.sh.j2", **FACTS))
+    script.write_text(_profile())
     out = subprocess.run(["sh", "-c", '. "$1"; echo "$CUDA_HOME"; echo "$PATH"', "sh", str(script)],
                          env={"PATH": path_before}, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["/usr/local/cuda-13.0", path_after]
@@ -94,64 +146,11 @@ def test_profile_script_quotes_every_value(tmp_path, home):
     marker = tmp_path / "pwned"
     home = home.format(marker=marker)
     script = tmp_path / "cuda.sh"
-    script.write_text(_render("cuda.sh.j2", **{**FACTS, "cuda_home": home, "cuda_bin": home + "/bin"}))
+    script.write_text(_profile(cuda_home=home))
     out = subprocess.run(["sh", "-c", '. "$1"; printf "%s|" "$CUDA_HOME" "$PATH"', "sh", str(script)],
                          env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True, check=True).stdout
     assert not marker.exists()
     assert out == "%s|%s/bin:/usr/bin:/bin|" % (home, home)
-
-
-def _tasks(tasks):
-    """Every task of a task list, the tasks of blocks included."""
-    for task in tasks:
-        yield task
-        for key in ("block", "rescue", "always"):
-            yield from _tasks(task.get(key) or [])
-
-
-def _modules(name):
-    return [key for task in _tasks(_yaml("tasks", name)) for key in task
-            if "." in key and key.split(".")[0] in ("ansible", "gpuserve")]
-
-
-def test_the_host_is_read_by_one_module_and_no_stat_find_or_slurp():
-    """Issue 22: the role's reads are one gpuserve.sglang.cuda_host_facts run in the preflight; install_pip and
-    configure read again only when the install phase changed the host."""
-    everything = [m for name in ("preflight.yml", "install_pip.yml", "install_nvidia_repo.yml", "install_existing.yml",
-                                 "configure.yml", "verify.yml") for m in _modules(name)]
-    for module in ("ansible.builtin.stat", "ansible.builtin.find", "ansible.builtin.slurp"):
-        assert module not in everything
-    assert _modules("preflight.yml").count("gpuserve.sglang.cuda_host_facts") == 1
-    reads = {name: [t for t in _tasks(_yaml("tasks", name)) if "gpuserve.sglang.cuda_host_facts" in t]
-             for name in ("install_pip.yml", "configure.yml")}
-    assert reads["configure.yml"][0]["when"] == "_cuda_install_changed | default(false) | bool"
-    assert "_cuda_pip_wheels is changed" in " ".join(reads["install_pip.yml"][0]["when"])
-    # each install method says whether it changed the host, from every task that can change it
-    for name in ("install_pip.yml", "install_nvidia_repo.yml"):
-        tasks = _yaml("tasks", name)
-        registered = [t["register"] for t in tasks
-                      if "register" in t and not any(k.startswith(("gpuserve.", "ansible.builtin.set_fact")) for k in t)]
-        # the list of those results is the task's var _cuda_install_steps (no Jinja over 120 characters, issue 39)
-        assert tasks[-1]["ansible.builtin.set_fact"]["_cuda_install_changed"] \
-            == "{{ _cuda_install_steps | select('changed') | list | length > 0 }}"
-        steps = json.dumps(tasks[-1]["vars"]["_cuda_install_steps"])
-        assert steps.count("_cuda_") == len(registered)
-        for var in registered:
-            assert var in steps
-        changing = [t for t in tasks if not any(k in t for k in ("ansible.builtin.assert", "ansible.builtin.set_fact",
-                                                                 "ansible.builtin.include_role",
-                                                                 "gpuserve.sglang.cuda_host_facts"))]
-        assert all("register" in t for t in changing), [t["name"] for t in changing if "register" not in t]
-
-
-def test_verify_places_and_compiles_the_cu_test_in_one_run():
-    tasks = list(_tasks(_yaml("tasks", "verify.yml")))
-    assert not [t for t in tasks if "ansible.builtin.copy" in t or "ansible.builtin.file" in t]
-    compile_task = next(t for t in tasks if "ansible.builtin.shell" in t)
-    assert compile_task["ansible.builtin.shell"]["stdin"] == \
-        "{{ lookup('ansible.builtin.file', 'cuda_verify.cu', rstrip=false) }}"
-    assert compile_task["ansible.builtin.shell"]["stdin_add_newline"] is False
-    assert compile_task["register"] == "_cuda_compile"
 
 
 VERIFY_SCRIPT = """
@@ -160,20 +159,26 @@ VERIFY_SCRIPT = """
   tasks:
     - ansible.builtin.include_role:
         name: gpuserve.sglang.cuda
-        tasks_from: verify.yml
+        apply:
+          tags: [cuda_verify]
       vars:
-        cuda_bin: "{{ bin }}"
-        cuda_home: "{{ bin | dirname }}"
-        cuda_version: "13.0"
-        cuda_gpu_count: 0
+        cuda_install_method: existing
+        cuda_prefix: "{{ bin | dirname }}"
+        cuda_symlink: ""
+        cuda_manage_environment: false
         _cuda_verify_dir: "{{ dir }}"
         cuda_nvidia_smi: /nonexistent/nvidia-smi
+      tags: [cuda_verify]
+    - ansible.builtin.debug:
+        msg: "VERIFIED {{ _cuda.msg }} {{ cuda_nvcc_version }}"
+      tags: [cuda_verify]
 """
 
 
 def test_verify_places_the_cu_test_once_and_compiles_it(tmp_path):
-    """A stand-in nvcc (copies its source to -o and prints a release line) against the real verify phase: the
-    source arrives byte for byte, root:root 0644, reported changed once, then left alone."""
+    """A stand-in nvcc (copies its source to -o and prints a release line) against the role under --tags
+    cuda_verify (the module's verify phase alone, no lease): the source arrives byte for byte, root:root 0644,
+    reported changed once, then left alone."""
     bindir = tmp_path / "bin"
     bindir.mkdir()
     nvcc = bindir / "nvcc"
@@ -181,7 +186,7 @@ def test_verify_places_the_cu_test_once_and_compiles_it(tmp_path):
                     ' exit 0; fi\ncp "$3" "$2"\n')
     nvcc.chmod(0o755)
     verify_dir = tmp_path / "cuda-verify"
-    extra = ["bin=%s" % bindir, "dir=%s" % verify_dir]
+    extra = ["-e", "bin=%s" % bindir, "-e", "dir=%s" % verify_dir, "--tags", "cuda_verify"]
     rc, out = run_play(tmp_path, VERIFY_SCRIPT, extra)
     assert rc == 0, out
     placed = verify_dir / "cuda_verify.cu"
@@ -191,7 +196,7 @@ def test_verify_places_the_cu_test_once_and_compiles_it(tmp_path):
     assert "changed=1" in out
     rc, out = run_play(tmp_path, VERIFY_SCRIPT, extra)
     assert rc == 0, out
-    assert "changed=0" in out and "compile only" in out
+    assert "changed=0" in out and "no GPU here (compile-only test passed) 13.0.88" in out
 
 
 PREFLIGHT = """
@@ -202,12 +207,13 @@ PREFLIGHT = """
         name: gpuserve.sglang.cuda
         tasks_from: preflight.yml
     - ansible.builtin.debug:
-        msg: "PASSED {{ _cuda_host.paths | dict2items | map(attribute='key') | list | to_json }}"
+        msg: "PASSED {{ cuda_home }}"
 """
 
 
 def test_preflight_reads_real_paths_and_keeps_its_refusals(tmp_path):
-    """The preflight's one read against real files: each refusal's message as it was with the stat tasks."""
+    """The preflight alone (tasks_from: preflight.yml, the module without a phase) against real files: each
+    refusal's message as it was with the stat tasks."""
     tree = tmp_path / "tree"
     (tree / "home-dir" / "bin").mkdir(parents=True)
     (tree / "home-dir" / "bin" / "nvcc").write_text("#!/bin/sh\n")
@@ -251,9 +257,10 @@ def test_preflight_reads_real_paths_and_keeps_its_refusals(tmp_path):
     refused("pip-file", "but %s/home-file is a real file (a toolkit" % t)
     refused("pip-realdir-symlink", "%s/realdir is a real directory, not a link; the role will not delete it to point "
             "it at %s/home-link. Move it away, or set cuda_symlink to \"\" to leave it alone." % (t, t))
-    for name, paths in (("existing-ok", [t + "/home-dir", t + "/home-dir/bin/nvcc", t + "/cuda"]),
-                        ("pip-link", [t + "/home-link", t + "/home-link/bin/nvcc", t + "/cuda"]),
-                        ("pip-realdir-unmanaged", [t + "/home-link", t + "/home-link/bin/nvcc"])):
+    # each refusal before anything changed, and saying so
+    for name in ("existing-missing", "existing-noexec", "existing-file", "pip-dir", "pip-file", "pip-realdir-symlink"):
+        assert "Nothing was changed on the host." in " ".join(results[name][1].split()), name
+    for name, home in (("existing-ok", "/home-dir"), ("pip-link", "/home-link"), ("pip-realdir-unmanaged", "/home-link")):
         rc, out = results[name]
         assert rc == 0, out
-        assert "PASSED %s" % json.dumps(paths) in out.replace('\\"', '"'), out
+        assert "PASSED %s%s" % (t, home) in out, out

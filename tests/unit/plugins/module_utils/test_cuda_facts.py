@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.plugins.filter.cuda_repo import cuda_stale_ldconfig
+from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.repo import cuda_stale_ldconfig
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _cuda_facts
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))

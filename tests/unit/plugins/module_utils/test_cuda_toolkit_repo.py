@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The cuda role's filters: NVIDIA's repository per distro/arch, nvcc/nvidia-smi parsers, stale ld.so.conf.d."""
+"""The toolkit module's pure functions (module_utils/_cuda_toolkit/repo.py): NVIDIA's repository per distro/arch,
+the nvcc parser, stale ld.so.conf.d, the sources refused."""
 from __future__ import annotations
 
 import base64
@@ -9,8 +10,8 @@ import re
 
 import pytest
 
-from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.filter import cuda_repo as f
+from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as f
+from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.repo import CudaToolkitError
 
 from conftest import FIXTURES
 
@@ -85,7 +86,7 @@ def test_driver_branch_lock(flavor, pkg):
 def test_repo_bad_input(kwargs, message):
     args = {"release": "13.0", "distro": "ubuntu2404", "arch": "x86_64"}
     args.update(kwargs)
-    with pytest.raises(AnsibleFilterError, match=re.escape(message)):
+    with pytest.raises(CudaToolkitError, match=re.escape(message)):
         f.cuda_repo(**args)
 
 
@@ -101,7 +102,7 @@ def test_distro_from_facts(dist, ver, name):
 
 @pytest.mark.parametrize("dist,ver", [("Ubuntu", "20.04"), ("Debian", "11"), ("RedHat", "9.4")])
 def test_distro_unsupported(dist, ver):
-    with pytest.raises(AnsibleFilterError, match="supported here for ubuntu2204, ubuntu2404, debian12 only"):
+    with pytest.raises(CudaToolkitError, match="supported here for ubuntu2204, ubuntu2404, debian12 only"):
         f.cuda_repo_distro(dist, ver)
 
 
@@ -111,7 +112,7 @@ def test_arch_from_facts(machine, arch):
 
 
 def test_arch_unsupported():
-    with pytest.raises(AnsibleFilterError, match="ppc64le"):
+    with pytest.raises(CudaToolkitError, match="ppc64le"):
         f.cuda_repo_arch("ppc64le")
 
 
@@ -127,7 +128,7 @@ def test_nvcc_release_of_12_8():
 
 
 def test_nvcc_release_garbage():
-    with pytest.raises(AnsibleFilterError, match="no 'release X.Y, VX.Y.Z' line"):
+    with pytest.raises(CudaToolkitError, match="no 'release X.Y, VX.Y.Z' line"):
         f.cuda_nvcc_release("bash: nvcc: command not found")
 
 
@@ -198,5 +199,5 @@ def test_source_problems_name_each_refused_setting_in_order_as_json():
         == ['cuda_repo_mirror="https://m/\\n"']
     assert f.cuda_source_problems(dict(GOOD_SOURCES, cuda_keyring_sha256=12)) == ["cuda_keyring_sha256=12"]
     assert f.cuda_source_problems({}) == ['cuda_repo_base_url=""']
-    with pytest.raises(AnsibleFilterError, match="by name"):
+    with pytest.raises(CudaToolkitError, match="by name"):
         f.cuda_source_problems(["https://x"])

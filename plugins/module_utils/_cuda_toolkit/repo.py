@@ -1,12 +1,12 @@
 # -*- coding: utf-8 -*-
 # SPDX-License-Identifier: GPL-3.0-or-later
-# Copyright (c) gpuserve.sglang maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Filters of the cuda role: NVIDIA's CUDA apt repository rendered per distribution and
-architecture, the sources it may fetch from (https or a local file:// tree only), and the parsers the role's verify
-phase uses (nvcc, ld.so.conf.d); the GPUs and the driver come from the module gpuserve.sglang.nvidia_gpu_info.
+"""What the cuda toolkit module computes without touching the host: NVIDIA's CUDA apt repository rendered per
+distribution and architecture, the sources the role may fetch from (https or a local file:// tree only), the
+parsers of ``nvcc --version`` and of the loader entries (ld.so.conf.d), and the text of the files it writes (the
+login-shell profile, the loader entry, the persisted facts).
 
-Pure functions, no host access, so every branch is unit-tested (tests/unit/plugins/filter/).
+Pure functions, so every branch is unit-tested without a host (tests/unit/plugins/module_utils/).
 """
 
 from __future__ import annotations
@@ -14,8 +14,12 @@ from __future__ import annotations
 import base64
 import json
 import re
+import shlex
 
-from ansible.errors import AnsibleFilterError
+
+class CudaToolkitError(ValueError):
+    """An input the toolkit cannot work with (a release, a distribution, a URL); the message names it."""
+
 
 NVIDIA_REPO_BASE_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
 SUPPORTED_DISTROS = ("ubuntu2204", "ubuntu2404", "debian12")
@@ -46,7 +50,7 @@ def _split_release(release):
     """'13.0' -> (13, 0); anything else is a clear error."""
     match = _RELEASE_RE.match(str(release).strip())
     if not match:
-        raise AnsibleFilterError(
+        raise CudaToolkitError(
             "CUDA release must be MAJOR.MINOR such as '13.0', got %r" % (release,))
     return int(match.group(1)), int(match.group(2))
 
@@ -65,7 +69,7 @@ def cuda_repo_distro(distribution, version):
     else:
         name = dist + ver
     if name not in SUPPORTED_DISTROS:
-        raise AnsibleFilterError(
+        raise CudaToolkitError(
             "NVIDIA's CUDA apt repository is supported here for %s only; this host is %s %s (%s)"
             % (", ".join(SUPPORTED_DISTROS), distribution, version, name))
     return name
@@ -75,7 +79,7 @@ def cuda_repo_arch(machine):
     """'x86_64' -> 'x86_64', 'aarch64' -> 'sbsa' (server ARM, e.g. Grace)."""
     arch = _ARCH_MAP.get(str(machine).strip().lower())
     if arch is None:
-        raise AnsibleFilterError(
+        raise CudaToolkitError(
             "NVIDIA's CUDA apt repository has no %r architecture here; supported: %s"
             % (machine, ", ".join(sorted(_ARCH_MAP))))
     return arch
@@ -89,19 +93,19 @@ def cuda_repo(release, distro, arch, mirror="", base_url=NVIDIA_REPO_BASE_URL, k
     """
     major, minor = _split_release(release)
     if distro not in SUPPORTED_DISTROS:
-        raise AnsibleFilterError("unsupported CUDA repository distro %r; supported: %s"
-                                 % (distro, ", ".join(SUPPORTED_DISTROS)))
+        raise CudaToolkitError("unsupported CUDA repository distro %r; supported: %s"
+                               % (distro, ", ".join(SUPPORTED_DISTROS)))
     if arch not in SUPPORTED_ARCHES:
-        raise AnsibleFilterError("unsupported CUDA repository arch %r; supported: %s"
-                                 % (arch, ", ".join(SUPPORTED_ARCHES)))
+        raise CudaToolkitError("unsupported CUDA repository arch %r; supported: %s"
+                               % (arch, ", ".join(SUPPORTED_ARCHES)))
     base = str(mirror or base_url or "").strip().rstrip("/")
     if not re.match(r"^(https?|file)://\S+$", base):
-        raise AnsibleFilterError("CUDA repository URL must be http(s):// or file://, got %r" % (base,))
+        raise CudaToolkitError("CUDA repository URL must be http(s):// or file://, got %r" % (base,))
     if not re.match(r"^\d+(\.\d+)*-\d+$", str(keyring_version)):
-        raise AnsibleFilterError("cuda-keyring version looks like '1.1-1', got %r" % (keyring_version,))
+        raise CudaToolkitError("cuda-keyring version looks like '1.1-1', got %r" % (keyring_version,))
     pin = str(pin_version or "%d.%d.*" % (major, minor)).strip()
     if not pin.startswith("%d.%d." % (major, minor)):
-        raise AnsibleFilterError("apt pin version %r is not a %d.%d release" % (pin, major, minor))
+        raise CudaToolkitError("apt pin version %r is not a %d.%d release" % (pin, major, minor))
 
     dashed = "%d-%d" % (major, minor)
     repo_url = "%s/%s/%s/" % (base, distro, arch)
@@ -138,10 +142,10 @@ def cuda_repo(release, distro, arch, mirror="", base_url=NVIDIA_REPO_BASE_URL, k
     if driver_install:
         branch = str(driver_branch).strip()
         if not re.match(r"^\d{3}$", branch):
-            raise AnsibleFilterError("driver branch is three digits such as '580', got %r" % (driver_branch,))
+            raise CudaToolkitError("driver branch is three digits such as '580', got %r" % (driver_branch,))
         if driver_flavor not in DRIVER_FLAVORS:
-            raise AnsibleFilterError("driver flavor must be one of %s, got %r"
-                                     % (", ".join(sorted(DRIVER_FLAVORS)), driver_flavor))
+            raise CudaToolkitError("driver flavor must be one of %s, got %r"
+                                   % (", ".join(sorted(DRIVER_FLAVORS)), driver_flavor))
         result["driver_pinning_package"] = "nvidia-driver-pinning-%s" % branch
         result["driver_packages"] = [DRIVER_FLAVORS[driver_flavor]]
     return result
@@ -151,8 +155,8 @@ def cuda_nvcc_release(text):
     """`nvcc --version` output -> {'release': '13.0', 'version': '13.0.88'}."""
     match = _NVCC_RE.search(str(text or ""))
     if not match:
-        raise AnsibleFilterError("no 'release X.Y, VX.Y.Z' line in nvcc --version output: %r"
-                                 % (str(text or "")[-300:],))
+        raise CudaToolkitError("no 'release X.Y, VX.Y.Z' line in nvcc --version output: %r"
+                               % (str(text or "")[-300:],))
     return {"release": "%s.%s" % (match.group(1), match.group(2)), "version": match.group(3)}
 
 
@@ -226,8 +230,8 @@ def cuda_source_problems(settings):
     (the role's argument specs make them strings).
     """
     if not isinstance(settings, dict):
-        raise AnsibleFilterError("cuda_source_problems: the input must be the role's variables by name, not %s"
-                                 % type(settings).__name__)
+        raise CudaToolkitError("cuda_source_problems: the input must be the role's variables by name, not %s"
+                               % type(settings).__name__)
     problems = []
 
     def refuse(name, value):
@@ -248,15 +252,56 @@ def cuda_source_problems(settings):
     return problems
 
 
-class FilterModule(object):
-    """CUDA repository rendering and CUDA output parsers."""
+def os_release(text):
+    """/etc/os-release as a dict (KEY=VALUE lines, shell quotes removed): what names the distribution where the
+    role does not gather Ansible's facts."""
+    found = {}
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        try:
+            words = shlex.split(value)
+        except ValueError:
+            words = [value]
+        found[key.strip()] = words[0] if words else ""
+    return found
 
-    def filters(self):
-        return {
-            "cuda_repo": cuda_repo,
-            "cuda_repo_distro": cuda_repo_distro,
-            "cuda_repo_arch": cuda_repo_arch,
-            "cuda_nvcc_release": cuda_nvcc_release,
-            "cuda_stale_ldconfig": cuda_stale_ldconfig,
-            "cuda_source_problems": cuda_source_problems,
-        }
+
+def repo_distro_of(os_release_fields):
+    """NVIDIA's repository name from /etc/os-release (ID and VERSION_ID, as cuda_repo_distro takes Ansible's
+    distribution facts): ubuntu 24.04 -> ubuntu2404, debian 12 -> debian12; refused for any other."""
+    return cuda_repo_distro(os_release_fields.get("ID", "unknown"), os_release_fields.get("VERSION_ID", ""))
+
+
+MANAGED = "#\n# Ansible managed\n#\n"
+
+
+def profile_text(home, version, method, ldconfig_file):
+    """/etc/profile.d/cuda.sh: CUDA_HOME, CUDA_PATH and the CUDA bin directory on PATH (once, however often the
+    script is sourced); every value shell-quoted, so a crafted path never runs in a login shell (issue 14). Libraries
+    come from the loader entry, so LD_LIBRARY_PATH is left alone."""
+    bindir = home + "/bin"
+    return (MANAGED
+            + "# CUDA %s (%s) for login shells. Libraries come from\n" % (json.dumps(version), method)
+            + "# %s, so LD_LIBRARY_PATH is left alone. Values are shell-quoted.\n" % json.dumps(ldconfig_file)
+            + "export CUDA_HOME=%s\n" % shlex.quote(home)
+            + "export CUDA_PATH=%s\n" % shlex.quote(home)
+            + "_gpuserve_cuda_bin=%s\n" % shlex.quote(bindir)
+            + 'case ":${PATH}:" in\n'
+            + '  *":${_gpuserve_cuda_bin}:"*) ;;\n'
+            + '  *) export PATH="${_gpuserve_cuda_bin}:${PATH}" ;;\n'
+            + "esac\n"
+            + "unset _gpuserve_cuda_bin\n")
+
+
+def ldconfig_text(lib, version, method):
+    """The loader entry: the CUDA home's lib64, one line."""
+    return MANAGED + "# CUDA %s (%s)\n%s\n" % (version, method, lib)
+
+
+def facts_text(facts):
+    """/etc/ansible/facts.d/gpuserve_cuda.fact: the CUDA home, version, bin and lib as sorted, indented JSON (what
+    the server role and later runs read, whether or not this role ran in the same play)."""
+    return json.dumps(facts, indent=4, sort_keys=True, separators=(",", ": ")) + "\n"

@@ -7,7 +7,7 @@ import os
 
 import yaml
 
-from ansible_collections.gpuserve.sglang.plugins.filter import cuda_repo as f
+from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as f
 
 from conftest import ROOT
 
@@ -39,6 +39,6 @@ def test_default_only_reports():
     with open(os.path.join(ROOT, "roles", "cuda", "defaults", "main.yml"), encoding="utf-8") as handle:
         defaults = yaml.safe_load(handle)
     assert defaults["cuda_ldconfig_remove_stale"] is False
-    with open(os.path.join(ROOT, "roles", "cuda", "tasks", "configure.yml"), encoding="utf-8") as handle:
-        tasks = handle.read()
-    assert "state: absent" not in tasks  # nothing is deleted
+    # the module's default too (test_cuda_toolkit.py: a stale entry is reported and left as it is)
+    with open(os.path.join(ROOT, "plugins", "modules", "cuda_toolkit.py"), encoding="utf-8") as handle:
+        assert 'remove_stale=dict(type="bool", default=False)' in handle.read()
