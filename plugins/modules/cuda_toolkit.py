@@ -180,6 +180,13 @@ options:
         description: Compile O(verify.source) with C(nvcc), and run it where a GPU exists.
         type: bool
         default: true
+      every_run:
+        description:
+          - Compile (and run) the .cu test on every run. By default a run that changed nothing skips it when the same
+            test passed earlier in this boot on the same nvcc binary, driver version and GPU count (the proof is kept
+            as O(verify.dir)C(/verified.json)); nvcc C(--version), the release and the driver are checked every run.
+        type: bool
+        default: false
       source:
         description:
           - The .cu test (the role's C(files/cuda_verify.cu)), placed as O(verify.dir)C(/cuda_verify.cu) (root:root
@@ -328,6 +335,7 @@ ENVIRONMENT = dict(
 )
 VERIFY = dict(
     compile=dict(type="bool", default=True),
+    every_run=dict(type="bool", default=False),
     source=dict(type="str", default=""),
     dir=dict(type="path", default="/usr/local/share/gpuserve/cuda-verify"),
     nvidia_smi=dict(type="str", default="nvidia-smi"),

@@ -29,10 +29,12 @@ the unit tests drive the whole class against a temporary directory.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _cuda_facts, _nvidia_smi, _venv
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as repo_mod
@@ -88,6 +90,7 @@ class CudaToolkit(object):
         self.os_release = OS_RELEASE
         self.download_dir = DOWNLOAD_DIR
         self.verify_dir = params["verify"]["dir"]
+        self.boot_id_file = "/proc/sys/kernel/random/boot_id"
         self.release = str(params["release"])
         self.prefix = params["prefix"]
         self.symlink = params.get("symlink") or ""
@@ -354,15 +357,62 @@ class CudaToolkit(object):
         count = gpus["count"]
         last = ""
         if v["compile"]:
-            last = self._compile(bindir + "/nvcc", v["source"], count)
+            proof = self._proof(bindir + "/nvcc", v["source"], gpus["driver_version"] or "", count)
+            earlier = self._proof_earlier(proof) if not (v.get("every_run") or self.writer.changes) else None
+            if earlier:
+                last = ("the .cu test passed on this toolkit, driver and GPUs earlier in this boot (%s); not compiled "
+                        "again (cuda_verify_every_run)" % earlier)
+            else:
+                last = self._compile(bindir + "/nvcc", v["source"], count)
+                self._proof_keep(proof)
         self.verified = {"ran": True, "nvcc_version": nvcc["version"], "driver_version": gpus["driver_version"] or "",
                          "gpu_count": count}
         if count:
             self.notes.append("CUDA %s OK: home %s, nvcc %s, driver %s on %d GPU(s), %s"
                               % (self.release, self.prefix, nvcc["version"], gpus["driver_version"], count, last))
         else:
-            self.notes.append("CUDA %s OK: home %s, nvcc %s, no GPU here (compile-only test passed)"
-                              % (self.release, self.prefix, nvcc["version"]))
+            self.notes.append("CUDA %s OK: home %s, nvcc %s, no GPU here (compile-only test passed%s)"
+                              % (self.release, self.prefix, nvcc["version"],
+                                 "; " + last if last.startswith("the .cu test passed") else ""))
+
+    # The .cu test's proof: compiling and running it is most of a no-op run's time (seconds of nvcc). It is done
+    # again whenever this run changed anything, the toolkit's nvcc, the test, the driver or the GPUs differ from
+    # what passed last, or the host booted since; the proof is kept in the test's directory (not a change).
+    PROOF = "verified.json"
+
+    def _proof(self, nvcc, source, driver, gpu_count):
+        try:
+            real = os.path.realpath(nvcc)
+            st = os.stat(real)
+            binary = [real, st.st_size, st.st_mtime_ns, st.st_ino]
+        except OSError:
+            binary = None
+        return {"release": self.release, "nvcc": binary, "driver": driver, "gpu_count": gpu_count,
+                "source_sha256": hashlib.sha256(source.encode("utf-8")).hexdigest(),
+                "boot_id": _read(self.boot_id_file).strip()}
+
+    def _proof_earlier(self, proof):
+        """When the same proof passed earlier: its time (UTC), else None."""
+        try:
+            with open(os.path.join(self.verify_dir, self.PROOF), encoding="utf-8") as handle:
+                kept = json.load(handle)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(kept, dict) or proof["nvcc"] is None or not proof["boot_id"]:
+            return None
+        return kept.get("at") if kept.get("proof") == json.loads(json.dumps(proof)) else None
+
+    def _proof_keep(self, proof):
+        path = os.path.join(self.verify_dir, self.PROOF)
+        text = json.dumps({"proof": proof, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}, sort_keys=True)
+        try:
+            tmp = path + ".tmp"
+            with open(tmp, "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as exc:   # a proof not kept costs the next run a compile, nothing else
+            self.warnings.append("could not keep the .cu test's proof in %s: %s" % (path, exc))
 
     def _gpus(self, wanted):
         """nvidia_gpu_info's view of the GPUs and the driver (no units): no nvidia-smi is a host without GPUs."""

@@ -314,3 +314,38 @@ def test_pip_check_script_against_this_interpreter():
     out = subprocess.run(["python3", "-c", pk.PIP_CHECK, json.dumps(["pytest>=1", "no-such-dist-xyz==1"])],
                          capture_output=True, text=True, check=True).stdout
     assert json.loads(out) == ["no-such-dist-xyz==1"]
+
+
+def _compiles(host):
+    return [c for c in host.calls if os.path.basename(c[0]) == "nvcc" and c[1:2] == ["-o"]]
+
+
+def test_a_run_that_changed_nothing_compiles_the_cu_test_once_per_boot_toolkit_and_driver(tmp_path, host):
+    """The .cu test's compile was most of a no-op run's time (seconds of nvcc on every deploy, issue 39's no-op
+    budget). A run that changed nothing skips it when the same test passed earlier in this boot on the same nvcc
+    binary, driver and GPU count; a new boot, another nvcc, a change in the run or verify.every_run compile again.
+    nvcc --version (the release) is read on every run either way. (Old code: a compile on every run.)"""
+    boot = tmp_path / "boot_id"
+    boot.write_text("boot-1\n")
+
+    def run(**changes):
+        toolkit = _toolkit(tmp_path, host, **changes)
+        toolkit.boot_id_file = str(boot)
+        host.calls[:] = []
+        return toolkit.apply()
+
+    first = run()
+    assert first["changed"] and len(_compiles(host)) == 1
+    assert json.loads((tmp_path / "cuda-verify" / "verified.json").read_text())["proof"]["boot_id"] == "boot-1"
+    again = run()
+    assert again["changed"] is False and _compiles(host) == [], host.calls
+    assert [c for c in host.calls if c[1:] == ["--version"]], "nvcc's release is still read"
+    assert "not compiled again" in again["msg"] and again["verified"]["ran"] is True
+    assert run(verify={"every_run": True})["changed"] is False and len(_compiles(host)) == 1
+    boot.write_text("boot-2\n")    # a reboot: the driver and GPUs are proven again once
+    assert run()["changed"] is False and len(_compiles(host)) == 1
+    assert run()["changed"] is False and _compiles(host) == []
+    nvcc = os.path.join(host.site, "nvidia", "cu13", "bin", "nvcc")
+    with open(nvcc, "a") as handle:    # another nvcc binary (a toolkit replaced by hand)
+        handle.write("# 13.0.3\n")
+    assert run()["changed"] is False and len(_compiles(host)) == 1
