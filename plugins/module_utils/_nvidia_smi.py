@@ -10,6 +10,7 @@ them the real output captured on a GPU host (tests/fixtures/gpu-host-texts/host.
 
 from __future__ import annotations
 
+import os
 import re
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._running_server import identity_of, name_matches
@@ -314,3 +315,22 @@ def gather(run, nvidia_smi, read_file=None):
     result["nvidia_smi_failed"] = False
     result["problems"] = warnings
     return result
+
+
+SEARCH_DIRS = ["/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin"]
+
+
+def read_host(wanted, get_bin_path, run, read_file=None):
+    """What nvidia_gpu_info reports: nvidia-smi found (``wanted``: a path, or a name looked up with
+    ``get_bin_path(name, opt_dirs=...)`` on PATH and SEARCH_DIRS; '' or None is nvidia-smi) and asked by gather(),
+    or no_gpus() saying where it was looked for."""
+    wanted = wanted or "nvidia-smi"
+    if "/" in wanted:
+        binary = wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
+        where = "(no executable file there)"
+    else:
+        binary = get_bin_path(wanted, opt_dirs=SEARCH_DIRS)
+        where = "on PATH or in %s" % ", ".join(SEARCH_DIRS)
+    if not binary:
+        return no_gpus("%s not found %s" % (wanted, where))
+    return gather(run, binary, read_file)

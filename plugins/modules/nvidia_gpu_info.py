@@ -226,14 +226,10 @@ problems:
   elements: str
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import gather, no_gpus
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import read_host
 from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text as _read
-
-SEARCH_DIRS = ["/usr/bin", "/usr/local/bin", "/usr/local/nvidia/bin"]
 
 
 def main():
@@ -244,15 +240,6 @@ def main():
         ),
         supports_check_mode=True,
     )
-    wanted = module.params["nvidia_smi"] or "nvidia-smi"
-    if "/" in wanted:
-        binary = wanted if os.path.isfile(wanted) and os.access(wanted, os.X_OK) else None
-        where = "(no executable file there)"
-    else:
-        binary = module.get_bin_path(wanted, opt_dirs=SEARCH_DIRS)
-        where = "on PATH or in %s" % ", ".join(SEARCH_DIRS)
-    if not binary:
-        module.exit_json(changed=False, **no_gpus("%s not found %s" % (wanted, where)))
 
     def run(argv):
         try:
@@ -260,7 +247,8 @@ def main():
         except (IOError, OSError) as exc:
             return 127, "", str(exc)
 
-    result = gather(run, binary, _read if module.params["identify_units"] else None)
+    result = read_host(module.params["nvidia_smi"], module.get_bin_path, run,
+                       _read if module.params["identify_units"] else None)
     for problem in result.get("problems") or []:
         module.warn(problem)
     module.exit_json(changed=False, **result)

@@ -425,39 +425,10 @@ running_server:
   type: dict
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _running_server as rs
-from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text as _read
-
-
-def _gpu_memory(module, params, sources, after_stop=None):
-    """GiB SGLang starts from. ``after_stop``: rows of rs.gpu_after_stop (the running server's memory back)."""
-    if params["gpu_memory_gb"] is not None:
-        sources["gpu_memory"] = "given (gpu_memory_gb)"
-        return params["gpu_memory_gb"] - params["gpu_overhead_gb"]
-    if after_stop is not None:
-        free_after = dict((r["index"], r["memory_free_mib_after_stop"]) for r in after_stop)
-        params = dict(params)
-        params["gpus"] = [dict(g, memory_free_mib=free_after.get(g.get("index"), g.get("memory_free_mib")))
-                          for g in params["gpus"] or []]
-    gpus = params["gpus"] or []
-    if not gpus:
-        module.fail_json(msg="no GPU memory to plan from: give gpu_memory_gb (GiB free per GPU) or gpus "
-                             "(the gpus list of gpuserve.sglang.nvidia_gpu_info); this host reports no GPUs")
-    gpus = sorted(gpus, key=lambda g: g.get("index", 0))[:params["tp"]]
-    free = [g.get("memory_free_mib") for g in gpus if g.get("memory_free_mib") is not None]
-    if not free:
-        module.fail_json(msg="the gpus list has no memory_free_mib values")
-    if len(gpus) < params["tp"]:
-        module.warn("planning TP %d with the memory of %d GPUs" % (params["tp"], len(gpus)))
-    sources["gpu_memory"] = "nvidia_gpu_info: smallest memory.free%s of GPUs %s = %d MiB, less %.2f GiB overhead" % (
-        " after the stop" if after_stop is not None else "", ",".join(str(g.get("index")) for g in gpus), min(free),
-        params["gpu_overhead_gb"])
-    return min(free) / 1024.0 - params["gpu_overhead_gb"]
+from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan_host import plan
 
 
 def main():
@@ -496,110 +467,11 @@ def main():
         required_one_of=[("model_path", "geometry")],
         supports_check_mode=True,
     )
-    params = module.params
-    sources = {}
     try:
-        if params["geometry"]:
-            geometry = mp.normalize_geometry(params["geometry"])
-            sources["geometry"] = "given (geometry)"
-        else:
-            geometry = mp.geometry_from_config(mp.load_model_config(params["model_path"]))
-            sources["geometry"] = "config.json of %s" % params["model_path"]
-        draft_geometry = None
-        if params["draft_geometry"]:
-            draft_geometry = mp.normalize_geometry(params["draft_geometry"])
-            sources["draft_geometry"] = "given (draft_geometry)"
-        elif params["draft_model_path"] and mp.release_rules(params["release"])[0]["hicache_draft_host_pool"]:
-            try:
-                draft_geometry = mp.geometry_from_config(mp.load_model_config(params["draft_model_path"]))
-                sources["draft_geometry"] = "config.json of %s" % params["draft_model_path"]
-            except mp.PlanError as exc:
-                sources["draft_geometry"] = "none: the draft model's host pool is not counted (%s)" % exc
-
-        running = None
-        if params["running_service"]:
-            try:
-                unit = rs.unit_name(params["running_service"])
-            except ValueError as exc:
-                module.fail_json(msg="running_service: %s" % exc)
-            processes = [p for g in params["gpus"] or [] for p in g.get("processes") or []]
-            running = rs.gather(module.run_command, _read, unit, {"processes": processes}, readlink=os.readlink,
-                                journal_run=rs.bounded_run)
-        after_stop = None
-        if running and running["running"] and params["gpu_memory_gb"] is None and params["gpus"]:
-            after_stop = rs.gpu_after_stop(params["gpus"], running["processes"])
-        total_now = _gpu_memory(module, params, {})
-        total_gib = _gpu_memory(module, params, sources, after_stop)
-
-        weights = params["weights_gb_per_gpu"]
-        if weights is not None:
-            sources["weights"] = "given (weights_gb_per_gpu)"
-        elif running and running["running"] and running.get("weights_gb_per_gpu"):
-            weights = running["weights_gb_per_gpu"]
-            sources["weights"] = ("the running invocation's journal: Load weight end ... mem usage=%.2f GB (largest of "
-                                  "%d rank(s))" % (weights, len(running["weights_gb_by_rank"])))
-        else:
-            size = mp.model_files_bytes(params["model_path"])
-            if not size:
-                module.fail_json(msg="weights_gb_per_gpu not given and no weight files (*.safetensors, *.bin) under "
-                                     "model_path %r to estimate it from" % params["model_path"])
-            weights = size / float(mp.GIB) / params["tp"]
-            sources["weights"] = "estimated: %.1f GiB of weight files / tp %d" % (size / float(mp.GIB), params["tp"])
-
-        if params["mem_available_gb"] is not None:
-            mem = int(params["mem_available_gb"] * mp.GIB)
-            sources["mem_available"] = "given (mem_available_gb)"
-        else:
-            try:
-                with open("/proc/meminfo") as handle:
-                    meminfo = mp.parse_meminfo(handle.read())
-            except (IOError, OSError) as exc:
-                module.fail_json(msg="cannot read /proc/meminfo (%s); give mem_available_gb" % exc)
-            mem = meminfo.get("MemAvailable")
-            if mem is None:
-                module.fail_json(msg="/proc/meminfo has no MemAvailable; give mem_available_gb")
-            sources["mem_available"] = "/proc/meminfo MemAvailable"
-
-        mem_now = mem
-        host = None
-        if running and running["running"]:
-            host = rs.host_after_stop(mem_now, running["hicache_gb_by_rank"], running["memory_current_bytes"],
-                                      {"file": running["memory_stat_file_bytes"] or 0})
-            mem = host["mem_available_bytes_after_stop"]
-            sources["mem_available"] += " + what stopping %s frees (%s)" % (running["unit"], host["freed_from"])
-
-        base = dict(
-            tp=params["tp"],
-            mem_fraction_static=params["mem_fraction_static"],
-            geometry=geometry,
-            total_gib=total_gib,
-            weights_gib=weights,
-            mem_available_bytes=mem,
-            hicache=params["hicache"],
-            ratio=params["ratio"],
-            size_gb=params["size_gb"],
-            kv_dtype=params["kv_dtype"],
-            page_size=params["page_size"],
-            release=params["release"],
-            draft_geometry=draft_geometry,
-            hybrid=params["hybrid"],
-        )
-        plan = mp.make_plan(**base)
-        rows, plans, table = mp.compare(base, params["compare"])
-        if running is not None:
-            running = rs.views(running, base, total_now, mem_now, after_stop, host, plan)
+        result = plan(module.params, module.run_command, warn=module.warn)
     except mp.PlanError as exc:
         module.fail_json(msg=str(exc))
-
-    plan.pop("name", None)
-    extra = {}
-    if running is not None:
-        extra["running_server"] = running
-        if running["running"]:
-            plan["summary"] = "Planned for after the stop of %s (now: %s). %s" % (
-                running["unit"], "fits" if running["plan_now"]["fits"] else "does not fit", plan["summary"])
-    module.exit_json(changed=False, sources=sources, compare=rows, compare_plans=plans, compare_table=table,
-                     **dict(plan, **extra))
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

@@ -90,27 +90,21 @@ YML
   return "$rc"
 }
 
-render_fallback() {  # only when the role could not run: the role's own templates, rendered with jinja2
-  echo "FALLBACK: rendering roles/nccl_tuning/templates/* directly (the role run failed; that step stays FAILED)"
-  "$VENV/bin/python" - "$ROOT/roles/nccl_tuning" "$ENVFILE" <<'PYEOF'
-import importlib.util, json, os, sys, sysconfig
-import jinja2, yaml
-role, envfile = sys.argv[1], sys.argv[2]
-site = sysconfig.get_paths()["purelib"]
-spec = importlib.util.find_spec("sitecustomize")
-shadowed = bool(spec and spec.origin and spec.origin != os.path.join(site, "sitecustomize.py"))
+render_fallback() {  # only when the role could not run: the role's module logic, called directly (no Ansible run)
+  echo "FALLBACK: running plugins/module_utils/_nccl_tuning.py directly (the role run failed; that step stays FAILED)"
+  mkdir -p "$WORK/collections/ansible_collections/gpuserve"
+  ln -sfn "$ROOT" "$WORK/collections/ansible_collections/gpuserve/sglang"
+  PYTHONPATH="$WORK/collections" "$PY" - "$ROOT/roles/nccl_tuning" "$VENV/bin/python" "$ENVFILE" <<'PYEOF'
+import os, sys
+import yaml
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nccl_tuning import NcclTuning
+role, python, envfile = sys.argv[1:4]
 d = yaml.safe_load(open(os.path.join(role, "defaults", "main.yml")))
-env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(role, "templates")), trim_blocks=True, keep_trailing_newline=True)
-env.filters["to_json"] = json.dumps
-env.filters["comment"] = lambda s: "# " + s
-v = dict(d, nccl_tuning_env_file=envfile, nccl_tuning_site_dir=site, _nccl_tuning_sc={"file_created": True, "newline_added": False}, ansible_managed="rendered by tests/gpu/nccl_proof.sh (fallback)")
 os.makedirs(os.path.dirname(envfile), exist_ok=True)
-open(envfile, "w").write(env.get_template("nccl.env.j2").render(**v))
-mark = "# %s gpuserve.sglang.nccl_tuning MANAGED BLOCK\n"
-open(os.path.join(site, "sitecustomize.py"), "a").write(mark % "BEGIN" + env.get_template("sitecustomize_block.py.j2").render(**v) + mark % "END")
-if shadowed:
-    open(os.path.join(site, "gpuserve_nccl_tuning.pth"), "w").write(env.get_template("nccl_tuning.pth.j2").render(**v))
-print("rendered into", site, "(shadowed sitecustomize: %s)" % shadowed)
+result = NcclTuning({"state": "present", "python": python, "install_record": "", "venv": "", "env": d["nccl_env"],
+                     "network": {}, "policy": d["nccl_env_policy"], "env_file": envfile, "pth_hook": "auto",
+                     "configure": True, "verify": True}).converge()
+print("written:", result["changes"], "(shadowed sitecustomize: %s)" % result["shadowed"])
 PYEOF
 }
 
@@ -205,7 +199,7 @@ removed() {
 run_step "machine: 2 GPUs, torch, ansible-core, no tuning variable exported" machine
 run_step "venv with --system-site-packages" make_venv
 run_step "role gpuserve.sglang.nccl_tuning (present) into the venv, local connection" run_role present
-[[ -f $ENVFILE ]] || run_step "fallback: the role's templates rendered into the venv" render_fallback
+[[ -f $ENVFILE ]] || run_step "fallback: the role's module logic called directly on the venv" render_fallback
 run_step "installed files and the venv's python on a plain start" show_installed
 run_step "NCCL all-reduce under the installed tuning (torchrun, 2 processes)" tuned_run
 run_step "control: python -S + EnvironmentFile only (what the systemd unit gets)" nosite_run

@@ -67,14 +67,14 @@ def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
     assert server["venv"] == "{{ sglang_venv }}"
     with open(os.path.join(ROLES, "server", "tasks", "preflight.yml")) as handle:
         assert handle.read().count("sglang_install_record") == 1   # only passed on: no read of its own
-    for role, given, fact in (("nccl_tuning", "nccl_python", "_nccl_tuning_python"),):
-        with open(os.path.join(ROLES, role, "tasks", "preflight.yml")) as handle:
-            text = handle.read()
-        assert "tasks_from: interpreter.yml" in text, role
-        assert '_common_python_given: "{{ %s }}"' % given in text, role
-        assert '_common_install_record: "{{ sglang_install_record }}"' in text, role
-        assert '%s: "{{ _common_python }}"' % fact in text, role
-        assert text.count("sglang_install_record") == 1, role   # only passed on: no read of its own
+    # nccl_tuning's module resolves it on the host with the same function (_host_facts.interpreter, as
+    # sglang_host_facts does), from the role's own variables passed on unchanged
+    nccl = next(t["gpuserve.sglang.nccl_tuning"] for t in _yaml("nccl_tuning", "tasks", "main.yml")[0]["block"]
+                if "gpuserve.sglang.nccl_tuning" in t)
+    assert (nccl["python"], nccl["install_record"], nccl["venv"]) == (
+        "{{ nccl_python }}", "{{ sglang_install_record }}", "{{ sglang_venv }}")
+    with open(os.path.join(ROOT, "plugins", "module_utils", "_nccl_tuning.py")) as handle:
+        assert 'interpreter(p["python"], p["install_record"], p["venv"])' in handle.read()
 
 
 # The roles that share the SGLang venv (the router role has its own venv, sglang_router_venv, also made by _common).
@@ -100,8 +100,7 @@ def test_only_common_creates_a_venv_or_names_the_venv_path():
             assert "-m venv" not in text and "-m, venv" not in text, rel
             # nccl_tuning and the server's stale check ask THEIR interpreter (possibly an adopted venv) where its
             # site-packages are: the sitecustomize.py it really imports; neither makes a venv
-            assert "purelib" not in text or rel in (os.path.join("nccl_tuning", "tasks", "preflight.yml"),
-                                                    os.path.join("server", "tasks", "stale.yml")), rel
+            assert "purelib" not in text or rel == os.path.join("server", "tasks", "stale.yml"), rel
         if "/opt/sglang/venv" in text:
             # the one value, as the default of sglang_venv in each role (and its argument_specs entry)
             lines = [line.strip() for line in text.splitlines() if "/opt/sglang/venv" in line]

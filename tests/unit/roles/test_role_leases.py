@@ -40,16 +40,19 @@ def test_the_role_changes_the_host_only_under_the_lease_and_gives_back_only_what
     """Old code: main.yml was the phases one after the other, no lease anywhere."""
     prefix = ROLES[role]
     tasks = _tasks(role, "main.yml")
-    # the read-only first step: the preflight, or the inputs alone where the module's preflight runs under the lease
-    assert _file_of(tasks[0]) in ("preflight.yml", "inputs.yml") and len(tasks) == 2, "%s: preflight, one block" % role
-    block = tasks[1]
+    # a read-only first step (the preflight, or the inputs alone where the module's preflight runs under the lease:
+    # cuda), or none: the role's module reads and refuses first (nccl_tuning)
+    assert [_file_of(task) for task in tasks[:-1]] in ([], ["preflight.yml"], ["inputs.yml"]), \
+        "%s: preflight, then one block" % role
+    block = tasks[-1]
     take, phases = block["block"][0], block["block"][1:]
     assert _file_of(take) == "lease.yml" and take["vars"] == {prefix + "_lease_state": "acquired"}
     assert take["when"] == TAKE_WHEN, "%s: a run that holds the lease (a playbook's) joins it" % role
-    assert phases and all(_file_of(task) not in (None, "preflight.yml", "lease.yml") for task in phases)
+    assert phases and all(_file_of(task) not in ("preflight.yml", "lease.yml") for task in phases)
+    assert all(_file_of(task) or any(key.startswith("gpuserve.sglang.") for key in task) for task in phases)
     # the take runs with every tag of a phase that changes the host, and the give back with the same tags
-    changing = set().union(*(task.get("tags", []) for task in phases)) - {"cuda_verify", "nccl_tuning_verify",
-                                                                          "cuda_preflight"}
+    reading = {"cuda_verify", "cuda_preflight", "nccl_tuning_verify", "nccl_tuning_preflight"}
+    changing = set().union(*(task.get("tags", []) for task in phases)) - reading
     assert set(take["tags"]) == changing == set(take["ansible.builtin.include_tasks"]["apply"]["tags"])
     [give] = block["always"]
     assert _file_of(give) == "lease.yml" and give["vars"] == {prefix + "_lease_state": "released"}

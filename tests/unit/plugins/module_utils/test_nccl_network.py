@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""nccl_network (issue 25): the network between a multi-node server's hosts as data -> NCCL's variables."""
+"""plugins/module_utils/_nccl_network.py: nccl_network (issue 25), the network between a multi-node server's hosts as
+data -> NCCL's variables, and the refusals of the nccl_tuning inputs; the filters that wrap it."""
 from __future__ import annotations
 
 import pytest
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import (
-    nccl_env_problems, nccl_host_problems, nccl_network_env, nccl_network_problems, nccl_path_problems)
+from ansible_collections.gpuserve.sglang.plugins.filter import nccl_network as nccl_network_filter
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nccl_network import (
+    input_problems, nccl_env_problems, nccl_network_env, nccl_network_merge, nccl_network_problems, path_problems)
 
 
 def test_nothing_for_one_host():
@@ -51,7 +53,7 @@ def test_roce_needs_its_gid_index():
 def test_bad_input_is_named_before_the_host_changes(network, words):
     problems = nccl_network_problems(network)
     assert any(words in p for p in problems), problems
-    with pytest.raises(AnsibleFilterError):
+    with pytest.raises(ValueError):
         nccl_network_env(network)
 
 
@@ -101,7 +103,6 @@ def test_every_unusable_entry_is_named_at_once():
 
 
 def test_merge_says_which_nccl_env_values_it_replaced():
-    from ansible_collections.gpuserve.sglang.plugins.filter.nccl_network import nccl_network_merge
     base = {"NCCL_PROTO": "LL", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
     out = nccl_network_merge(base, {"transport": "ib", "interface": "eth0", "hcas": ["mlx5_0"]})
     assert out["env"] == {"NCCL_PROTO": "LL", "NCCL_IB_DISABLE": "0", "NCCL_SOCKET_IFNAME": "eth0",
@@ -112,53 +113,22 @@ def test_merge_says_which_nccl_env_values_it_replaced():
 
 
 def test_path_problems_name_each_unusable_path_in_order():
-    assert nccl_path_problems({"nccl_python": "/opt/v/bin/python", "nccl_tuning_env_file": "/etc/nccl.env"}) == []
-    assert nccl_path_problems({"nccl_python": "bin/python", "nccl_tuning_env_file": "/etc/a\nb", "x": 3}) == [
+    assert path_problems([("nccl_python", "/opt/v/bin/python"), ("nccl_tuning_env_file", "/etc/nccl.env")]) == []
+    assert path_problems([("nccl_python", "bin/python"), ("nccl_tuning_env_file", "/etc/a\nb"), ("x", 3)]) == [
         'nccl_python must be an absolute path without control characters, got "bin/python"',
         'nccl_tuning_env_file must be an absolute path without control characters, got "/etc/a\\nb"',
         "x must be an absolute path without control characters, got 3"]
+
+
+def test_input_problems_in_the_roles_order_env_paths_network():
+    problems = input_problems({"A": "a a"}, [("nccl_python", "rel")], {"transport": "x"})
+    assert [p.split(" ")[0] for p in problems] == ["nccl_env", "nccl_python", "nccl_network.transport"]
+
+
+def test_the_filters_wrap_the_same_logic():
+    network = {"transport": "socket", "interface": "eth0"}
+    filters = nccl_network_filter.FilterModule().filters()
+    assert filters["nccl_network_env"](network) == nccl_network_env(network)
+    assert filters["nccl_network_problems"]({"transport": "x"}) == nccl_network_problems({"transport": "x"})
     with pytest.raises(AnsibleFilterError):
-        nccl_path_problems(["/x"])
-
-
-ROOT_SITE = {"isdir": True, "pw_name": "root", "wgrp": False, "woth": False, "mode": "0755"}
-GOOD_PROBE = {"python": {"exists": True, "executable": True}, "site_dir": ROOT_SITE,
-              "sitecustomize": {"exists": True, "isreg": True}}
-PATHS = {"python": "/v/bin/python", "site_dir": "/v/lib/site", "sitecustomize": "/v/lib/site/sitecustomize.py"}
-
-
-def test_host_problems_none_on_a_good_host():
-    assert nccl_host_problems(GOOD_PROBE, "present", **PATHS) == []
-    assert nccl_host_problems(dict(GOOD_PROBE, sitecustomize={"exists": False}), "present", **PATHS) == []
-
-
-def test_host_problems_a_missing_interpreter_is_refused_only_when_present():
-    probe = {"python": {"exists": False}}
-    (msg,) = nccl_host_problems(probe, "present", **PATHS)
-    assert msg.startswith("nccl_python /v/bin/python does not exist or is not executable. Create the server venv")
-    assert nccl_host_problems(probe, "absent", **PATHS) == []
-    (msg,) = nccl_host_problems(dict(GOOD_PROBE, python={"exists": True, "executable": False}), "present", **PATHS)
-    assert "is not executable" in msg
-
-
-@pytest.mark.parametrize("site", [dict(ROOT_SITE, pw_name="ops"), dict(ROOT_SITE, wgrp=True),
-                                  dict(ROOT_SITE, woth=True), dict(ROOT_SITE, isdir=False), {}])
-def test_host_problems_a_site_packages_others_can_write_is_refused(site):
-    (msg,) = nccl_host_problems(dict(GOOD_PROBE, site_dir=site), "present", **PATHS)
-    assert msg.startswith("/v/lib/site is owned by %s with mode %s. sitecustomize.py there runs in every Python"
-                          % (site.get("pw_name", "?"), site.get("mode", "?")))
-    assert nccl_host_problems(dict(GOOD_PROBE, site_dir=site), "absent", **PATHS) == []
-
-
-def test_host_problems_a_sitecustomize_that_is_no_file_is_refused_in_either_state():
-    probe = dict(GOOD_PROBE, sitecustomize={"exists": True, "isreg": False})
-    for state in ("present", "absent"):
-        assert nccl_host_problems(probe, state, **PATHS) == [
-            "/v/lib/site/sitecustomize.py exists but is not a regular file (a symlink or a directory); the role does"
-            " not write through it. Replace it with a regular file."]
-    # all three at once, in order
-    bad = {"python": {"exists": "yes", "executable": False}, "site_dir": {}, "sitecustomize": {"exists": True}}
-    assert [m.split(" ")[0] for m in nccl_host_problems(bad, "present", **PATHS)] == [
-        "nccl_python", "/v/lib/site", "/v/lib/site/sitecustomize.py"]
-    with pytest.raises(AnsibleFilterError):
-        nccl_host_problems(None)
+        filters["nccl_network_env"]({"transport": "x"})

@@ -1,21 +1,19 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """nccl_tuning: the NCCL debug-output checker (tests/gpu/nccl_check.py) on real NCCL 2.28 texts, and the
-role's templates rendered and run by a real interpreter (block, .pth hook, EnvironmentFile)."""
+EnvironmentFile the role writes read back by it. (The files the module writes, run by a real interpreter:
+tests/unit/plugins/module_utils/test_nccl_tuning.py.)"""
 from __future__ import annotations
 
-import json
 import os
-import subprocess
 import sys
 
-import jinja2
-import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "gpu"))
 import nccl_check  # noqa: E402  pylint: disable=wrong-import-position
+from ansible_collections.gpuserve.sglang.plugins.module_utils._nccl_tuning import render_env_file  # noqa: E402
 
 ROLE = os.path.join(ROOT, "roles", "nccl_tuning")
 TEXTS = os.path.join(FIXTURES, "gpu-host-texts")
@@ -84,47 +82,7 @@ def test_cli_exit_codes(tmp_path, capsys):
     assert "nccl_check: FAIL" in capsys.readouterr().out
 
 
-# --- the role's templates, rendered as Ansible would and run by a real interpreter -------------------
-
-def _render(name, **extra):
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(os.path.join(ROLE, "templates")),
-                             keep_trailing_newline=True, trim_blocks=True)
-    env.filters["to_json"] = json.dumps
-    env.filters["comment"] = lambda s: "# " + s
-    defaults = _defaults()
-    values = {"nccl_env": defaults["nccl_env"], "_nccl_tuning_env": defaults["nccl_env"], "nccl_env_policy": "setdefault", "ansible_managed": "Ansible managed",
-              "nccl_tuning_env_file": "/etc/sglang/nccl.env", "nccl_tuning_site_dir": "/opt/sglang/venv/lib/python3/site-packages",
-              "_nccl_tuning_sc": {"file_created": False, "newline_added": False}}
-    values.update(extra)
-    return env.get_template(name).render(**values)
-
-
-def _run(code, exported=None):
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    env.update(exported or {})
-    out = subprocess.run([sys.executable, "-S", "-c", code + "\nimport json, os\n"
-                          "print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('NCCL_')}))"],
-                         env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.splitlines()[-1])
-
-
-@pytest.mark.parametrize("policy, want_proto", [("setdefault", "Simple"), ("force", "LL")])
-def test_block_honours_the_policy(policy, want_proto):
-    block = _render("sitecustomize_block.py.j2", nccl_env_policy=policy)
-    seen = _run(block, {"NCCL_PROTO": "Simple"})
-    assert seen == dict(_defaults()["nccl_env"], NCCL_PROTO=want_proto)
-    assert "_gpuserve_nccl_tuning" not in block.split("del _gpuserve_nccl_tuning")[1]  # leaves no name behind
-
-
-@pytest.mark.parametrize("policy, want_proto", [("setdefault", "Simple"), ("force", "LL")])
-def test_pth_hook_is_one_import_line_with_the_same_effect(policy, want_proto):
-    pth = _render("nccl_tuning.pth.j2", nccl_env_policy=policy)
-    lines = pth.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("import ")  # site.addpackage exec()s only such lines
-    assert _run(lines[0], {"NCCL_PROTO": "Simple"}) == dict(_defaults()["nccl_env"], NCCL_PROTO=want_proto)
-
-
-def test_env_file_holds_the_same_values():
-    text = _render("nccl.env.j2")
+def test_env_file_holds_the_role_default_set():
+    text = render_env_file(_defaults()["nccl_env"], "/etc/sglang/nccl.env", "/opt/sglang/venv/lib/python3/site-packages")
     assert nccl_check.read_env_file(text) == _defaults()["nccl_env"]
     assert all(line.startswith("#") or "=" in line for line in text.splitlines() if line)
