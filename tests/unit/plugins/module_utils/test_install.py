@@ -272,6 +272,15 @@ def test_the_venv_is_named_after_its_identity_as_the_role_named_it(tmp_path):
     assert _install.Install(params(tmp_path, versioned=False)).venv_dir() == str(tmp_path / "opt" / "venv")
 
 
+@pytest.mark.parametrize("given", [{"version": "0.5.23"}, {"deps": True}, {"patches": [KIMI]}, {"patch_strip": 0},
+                                   {"base_python": "/usr/bin/python3.12"}, {"require_hashes": False},
+                                   {"require_hashes": False, "extra_packages": ["six==1.17.0"]}])
+def test_each_input_that_changes_what_is_in_the_venv_names_another_venv(tmp_path, given):
+    """A new version, lock, patch set, dependencies flag or base interpreter is a new directory beside the
+    running one."""
+    assert _install.Install(params(tmp_path, **given)).venv_dir() != _install.Install(params(tmp_path)).venv_dir()
+
+
 def test_install_then_a_second_run_changes_nothing(tmp_path):
     run = FakeHost()
     first = _install.Install(params(tmp_path), run=run).apply()
