@@ -60,12 +60,16 @@ def test_refusals_reach_the_play_with_the_role_s_words(results, case, words):
 
 
 def test_the_role_is_a_table_of_contents():
-    """A no-op run of the role under a playbook's lease is five task results: the preflight call, the lease
-    include (skipped), patch(1) (skipped without patches), the install call, the lease give-back (skipped)."""
-    with open(os.path.join(ROLE, "tasks", "main.yml"), encoding="utf-8") as handle:
-        tasks = yaml.safe_load(handle)
-    flat = [tasks[0]] + tasks[1]["block"] + tasks[1]["always"]
+    """A no-op run of the role under a playbook's lease is five task results (and the argument check): the
+    preflight call, the lease include (skipped), patch(1) (skipped without patches), the install call, the lease
+    give-back (skipped). The preflight call (also the entry point tasks_from: preflight) passes the same inputs."""
+    def load(name):
+        with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    tasks = load("main.yml")
+    assert tasks[0]["ansible.builtin.import_tasks"] == "preflight.yml"
+    flat = load("preflight.yml") + tasks[1]["block"] + tasks[1]["always"]
     assert len(flat) == 5
-    assert [t.get("gpuserve.sglang.sglang_install", {}).get("state") for t in flat if "gpuserve.sglang.sglang_install" in t] \
-        == ["checked", None]
-    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["lease.yml", "main.yml"]
+    calls = [t["gpuserve.sglang.sglang_install"] for t in flat if "gpuserve.sglang.sglang_install" in t]
+    assert len(calls) == 2 and calls[0].pop("state") == "checked" and calls[0] == calls[1]
+    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["lease.yml", "main.yml", "preflight.yml"]
