@@ -68,8 +68,9 @@ def test_the_role_is_a_table_of_contents():
             return yaml.safe_load(handle)
     tasks = load("main.yml")
     assert tasks[0]["ansible.builtin.import_tasks"] == "preflight.yml"
-    flat = load("preflight.yml") + tasks[1]["block"] + tasks[1]["always"]
+    assert [t.get("ansible.builtin.import_tasks") for t in tasks[1]["block"]] == [None, "install.yml"]
+    flat = load("preflight.yml") + tasks[1]["block"][:1] + load("install.yml") + tasks[1]["always"]
     assert len(flat) == 5
     calls = [t["gpuserve.sglang.sglang_install"] for t in flat if "gpuserve.sglang.sglang_install" in t]
     assert len(calls) == 2 and calls[0].pop("state") == "checked" and calls[0] == calls[1]
-    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["lease.yml", "main.yml", "preflight.yml"]
+    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["install.yml", "lease.yml", "main.yml", "preflight.yml"]
