@@ -585,7 +585,7 @@ class Install(object):
         p = self.p
         self.preflight()
         if state == "checked":
-            return {"changed": False}
+            return {"changed": False, "patch_found": bool(self.patch_bin)}
         venv = self.venv_dir()
         made = ensure_venv(venv, p["base_python"], check_mode=self.check_mode, run=self.run)
         self.changes.extend(made["changes"])
@@ -600,7 +600,7 @@ class Install(object):
         message = self.link_and_prune(venv) if p["versioned"] else ""
         message = message or "%s %s in %s" % (p["package"], self.version, venv)
         result = {
-            "changed": bool(self.changes), "changes": self.changes, "venv_dir": venv, "version": self.version,
+            "patch_found": bool(self.patch_bin), "changed": bool(self.changes), "changes": self.changes, "venv_dir": venv, "version": self.version,
             "site_packages": site, "record": record, "msg": message,
             "ansible_facts": {"sglang_venv_dir": venv, "sglang_installed_version": self.version,
                               "sglang_site_packages": site},

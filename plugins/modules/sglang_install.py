@@ -158,6 +158,10 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+patch_found:
+  description: Whether C(patch) is on the host's C(PATH) (the role installs it when patches are given and it is not).
+  returned: always
+  type: bool
 venv_dir:
   description: The venv this install went into.
   returned: when O(state=present)

@@ -72,5 +72,6 @@ def test_the_role_is_a_table_of_contents():
     flat = load("preflight.yml") + tasks[1]["block"][:1] + load("install.yml") + tasks[1]["always"]
     assert len(flat) == 5
     calls = [t["gpuserve.sglang.sglang_install"] for t in flat if "gpuserve.sglang.sglang_install" in t]
+    assert "_install_preflight.patch_found" in flat[2]["when"]
     assert len(calls) == 2 and calls[0].pop("state") == "checked" and calls[0] == calls[1]
     assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["install.yml", "lease.yml", "main.yml", "preflight.yml"]

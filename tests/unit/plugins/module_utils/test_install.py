@@ -308,6 +308,8 @@ def test_install_then_a_second_run_changes_nothing(tmp_path):
     assert pips(run2) == []                       # every requirement met: pip is not run
     check = _install.Install(params(tmp_path), run=FakeHost(installed=run.installed), check_mode=True).apply()
     assert not check["changed"]
+    found = _install.Install(params(tmp_path), run=FakeHost(), patch_bin="/usr/bin/patch").apply("checked")
+    assert found == {"changed": False, "patch_found": True}
 
 
 def test_an_operator_lock_is_recorded_by_name_not_by_its_controller_path(tmp_path):
