@@ -1,49 +1,77 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""install role: the host directory of the patch files is named once (vars/main.yml) and every task that copies,
-applies or records a patch uses that name."""
+"""install role: its tasks are a table of contents (the refusals, the lease, ONE call of sglang_install), and the
+module's action plugin reads the controller's files - the shipped lock of the version, the list of shipped locks,
+a bare patch name as one of the role's files/patches/, a missing patch file - so the refusals reach the play with
+the role's messages (run here through ansible-playbook, connection local, in check mode: nothing is installed)."""
 from __future__ import annotations
 
-import glob
 import os
 
+import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_play_batch
 
 ROLE = os.path.join(ROOT, "roles", "install")
+PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - name: The role's preflight call
+      gpuserve.sglang.sglang_install:
+        state: checked
+        version: "{{ sglang_version | default('0.5.9') }}"
+        install_deps: false
+        venv: /opt/sglang/venv
+        patches: "{{ sglang_patches | default([]) }}"
+        files_dir: "%s/files"
+        shipped_patches: {sglang-0.5.9-kimi-k25-eagle3.patch: 6f6fcc932215c657018548d092a7917b34faf3f718835661d48014070e87c6b7}
+        host_name: "{{ inventory_hostname }}"
+    - ansible.builtin.debug:
+        msg: PASSED
+""" % ROLE
 
 
-def test_patch_dir_named_once():
-    with open(os.path.join(ROLE, "vars", "main.yml")) as handle:
-        assert yaml.safe_load(handle)["_install_patch_dir"] == "{{ sglang_venv | dirname }}/patches"
-    uses = 0
-    for path in glob.glob(os.path.join(ROLE, "tasks", "*.yml")):
-        with open(path) as handle:
-            text = handle.read()
-        assert "dirname }}/patches" not in text, path
-        uses += text.count("{{ _install_patch_dir }}")
-    assert uses == 6  # create the directory, copy, reverse dry-run, forward dry-run (-F0), apply, record
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return run_play_batch(tmp_path_factory.mktemp("install-role"), PLAY, {
+        "shipped": {},
+        "shipped patch": {"sglang_patches": ["sglang-0.5.9-kimi-k25-eagle3.patch"]},
+        "missing patch": {"sglang_patches": ["/nonexistent/fix.patch"]},
+        "0.5.9 patch on 0.5.23": {"sglang_version": "0.5.23", "sglang_patches": ["sglang-0.5.9-kimi-k25-eagle3.patch"]},
+        "no lock": {"sglang_version": "0.5.8"},
+    })
 
 
-def test_the_install_record_names_the_lock_not_its_controller_path():
-    """The server reads the install record: a record that names the lock by its path on the controller is
-    rewritten by a run from another checkout or controller, and the server restarts for nothing (found by
-    benchmarks/noop_deploy: a no-op deploy from a second checkout restarted the demo server)."""
-    import jinja2
-    with open(os.path.join(ROLE, "tasks", "record.yml")) as handle:
-        task = next(t for t in yaml.safe_load(handle) if t["name"] == "Write the install record")
-    expr = task["vars"]["_install_record"]["lock"]
-    env = jinja2.Environment()
-    env.filters["bool"] = bool
-    env.filters["basename"] = os.path.basename
+@pytest.mark.parametrize("case", ["shipped", "shipped patch"])
+def test_the_shipped_lock_and_patch_pass(results, case):
+    rc, out = results[case]
+    assert rc == 0 and "PASSED" in out, out[-3000:]
 
-    lock_from = env.from_string(task["vars"]["_install_lock_from"])   # the task's var the expression reads
 
-    def render(**variables):
-        variables["_install_lock_from"] = lock_from.render(**variables)
-        return env.from_string(expr).render(sglang_pip_require_hashes=True, **variables).strip()
+@pytest.mark.parametrize("case, words", [
+    ("missing patch", "Patch file /nonexistent/fix.patch does not exist on the controller"),
+    ("0.5.9 patch on 0.5.23", "The shipped patch sglang-0.5.9-kimi-k25-eagle3.patch is for another SGLang release"),
+    ("no lock", "this role ships locks for sglang 0.5.17, 0.5.23, 0.5.9, the supported releases"),
+])
+def test_refusals_reach_the_play_with_the_role_s_words(results, case, words):
+    rc, out = results[case]
+    assert rc == 1 and "PASSED" not in out and words in " ".join(out.split())
 
-    here = render(sglang_pip_lock="", _install_lock_file="/home/a/src/roles/install/files/locks/sglang-0.5.9.txt")
-    there = render(sglang_pip_lock="", _install_lock_file="/srv/awx/project/roles/install/files/locks/sglang-0.5.9.txt")
-    assert here == there == "gpuserve.sglang:locks/sglang-0.5.9.txt"
-    assert render(sglang_pip_lock="/etc/ops/lock.txt", _install_lock_file="/etc/ops/lock.txt") == "lock.txt"
+
+def test_the_role_is_a_table_of_contents():
+    """A no-op run of the role under a playbook's lease is five task results (and the argument check): the
+    preflight call, the lease include (skipped), patch(1) (skipped without patches), the install call, the lease
+    give-back (skipped). The preflight call (also the entry point tasks_from: preflight) passes the same inputs."""
+    def load(name):
+        with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    tasks = load("main.yml")
+    assert tasks[0]["ansible.builtin.import_tasks"] == "preflight.yml"
+    assert [t.get("ansible.builtin.import_tasks") for t in tasks[1]["block"]] == [None, "install.yml"]
+    flat = load("preflight.yml") + tasks[1]["block"][:1] + load("install.yml") + tasks[1]["always"]
+    assert len(flat) == 5
+    calls = [t["gpuserve.sglang.sglang_install"] for t in flat if "gpuserve.sglang.sglang_install" in t]
+    assert "_install_preflight.patch_found" in flat[2]["when"]
+    assert len(calls) == 2 and calls[0].pop("state") == "checked" and calls[0] == calls[1]
+    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["install.yml", "lease.yml", "main.yml", "preflight.yml"]

@@ -1,16 +1,17 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The install role refuses, before any change, a host whose base Python the release's hash lock has no wheel set
+"""plugins/module_utils/_install.py, the hash lock: the install refuses, before any change, a host whose base Python the release's hash lock has no wheel set
 for (issue 42: Debian 13's Python 3.13 and SGLang 0.5.23's lock, CPython 3.11 and 3.12 only), naming the ways."""
 import os
 import re
 
 import pytest
-from ansible.errors import AnsibleFilterError
 
-from ansible_collections.gpuserve.sglang.plugins.filter.sglang_lock import (sglang_lock_package_re,
-                                                                            sglang_lock_python_problems,
-                                                                            sglang_lock_pythons,
-                                                                            sglang_lock_requirements)
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _install
+
+sglang_lock_package_re = _install.lock_package_re
+sglang_lock_python_problems = _install.lock_python_problems
+sglang_lock_pythons = _install.lock_pythons
+sglang_lock_requirements = _install.lock_requirements
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 LOCKS = os.path.join(ROOT, "roles", "install", "files", "locks")
@@ -52,7 +53,7 @@ def test_0_5_9_on_debian_13_is_refused_too_and_an_operators_lock_without_a_heade
 
 @pytest.mark.parametrize("python", ["", "three", "3", None])
 def test_a_python_version_that_is_not_x_y_is_an_error(python):
-    with pytest.raises(AnsibleFilterError):
+    with pytest.raises(ValueError):
         sglang_lock_python_problems(_lock("sglang-0.5.23.txt"), python)
 
 
@@ -69,7 +70,7 @@ def test_lock_requirements_join_continued_lines_and_drop_comments_and_blanks():
     assert sglang_lock_requirements(text) == ["sglang==0.5.9      --hash=sha256:" + "a" * 64,
                                               "aiohttp==3.9.0 --hash=sha256:" + "b" * 64, "x==1#not a comment"]
     assert sglang_lock_requirements("") == []
-    with pytest.raises(AnsibleFilterError, match="must be a string"):
+    with pytest.raises(ValueError, match="must be a string"):
         sglang_lock_requirements(None)
 
 
