@@ -69,7 +69,7 @@ def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
         assert handle.read().count("sglang_install_record") == 1   # only passed on: no read of its own
     # nccl_tuning's module resolves it on the host with the same function (_host_facts.interpreter, as
     # sglang_host_facts does), from the role's own variables passed on unchanged
-    nccl = next(t["gpuserve.sglang.nccl_tuning"] for t in _yaml("nccl_tuning", "tasks", "main.yml")[0]["block"]
+    nccl = next(t["gpuserve.sglang.nccl_tuning"] for t in _yaml("nccl_tuning", "tasks", "tuning.yml")
                 if "gpuserve.sglang.nccl_tuning" in t)
     assert (nccl["python"], nccl["install_record"], nccl["venv"]) == (
         "{{ nccl_python }}", "{{ sglang_install_record }}", "{{ sglang_venv }}")

@@ -50,16 +50,21 @@ def test_inputs_then_one_module_call_under_the_lease():
     main = _yaml("tasks", "main.yml")
     assert main[0]["ansible.builtin.import_tasks"] == "inputs.yml"
     assert set(main[0]["tags"]) == {"cuda_preflight", "cuda_install", "cuda_configure", "cuda_verify"}
-    take, toolkit = main[1]["block"]
+    # one include: the toolkit inside this run's lease, or leased.yml (take, the toolkit, give back)
+    assert main[1]["ansible.builtin.include_tasks"]["file"] == \
+        "{{ 'toolkit.yml' if sglang_lease.holds | default(false) else 'leased.yml' }}"
+    assert set(main[1]["tags"]) == set(main[0]["tags"])
+    take, toolkit = _yaml("tasks", "leased.yml")[0]["block"]
     assert take["ansible.builtin.include_tasks"]["file"] == "lease.yml"
     assert toolkit["ansible.builtin.import_tasks"] == "toolkit.yml"
-    assert set(toolkit["tags"]) == set(main[0]["tags"])
+    # cuda_preflight or cuda_verify alone change nothing: no lease taken for them
+    assert take["when"] == "_cuda_phases | difference(['verify']) | length > 0"
     calls = _yaml("tasks", "toolkit.yml")
     assert [k for t in calls for k in t if k.startswith(("ansible.", "gpuserve."))] == \
         ["gpuserve.sglang.cuda_toolkit", "ansible.builtin.set_fact"]
     assert calls[0]["gpuserve.sglang.cuda_toolkit"]["phases"] == "{{ _cuda_phases }}"
-    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["inputs.yml", "lease.yml", "main.yml", "preflight.yml",
-                                                               "toolkit.yml"]
+    assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["inputs.yml", "lease.yml", "leased.yml", "main.yml",
+                                                               "preflight.yml", "toolkit.yml"]
     modules = [key for name in os.listdir(os.path.join(ROLE, "tasks")) for task in _tasks(_yaml("tasks", name))
                for key in task if key.startswith(("ansible.", "gpuserve."))]
     assert sorted(set(modules)) == ["ansible.builtin.assert", "ansible.builtin.import_tasks",
