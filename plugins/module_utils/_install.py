@@ -29,6 +29,7 @@ import subprocess
 import tempfile
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
+from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import PackageError
 from ansible_collections.gpuserve.sglang.plugins.module_utils._venv import ensure_parent, ensure_venv
 
 VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?$")
@@ -312,13 +313,17 @@ def settings_problem(p):
 # ------------------------------------------------------------------------------------------------------- install
 class Install(object):
     """One run: ``params`` are the module's (with the action plugin's lock, shipped_locks and patch_files);
-    ``run`` has subprocess.run's signature; ``check_mode`` reports without changing."""
+    ``run`` has subprocess.run's signature; ``check_mode`` reports without changing. ``packages`` (a
+    module_utils._packages.Packages) installs patch(1) where patches are to be applied and the host has none;
+    ``which(name)`` finds it afterwards."""
 
-    def __init__(self, params, run=subprocess.run, check_mode=False, patch_bin=None):
+    def __init__(self, params, run=subprocess.run, check_mode=False, patch_bin=None, packages=None, which=None):
         self.p = params
         self.run = run
         self.check_mode = check_mode
         self.patch_bin = patch_bin
+        self.packages = packages
+        self.which = which
         self.changes = []
         self.diff = {"before": "", "after": ""}
         self.reqs = []
@@ -579,6 +584,19 @@ class Install(object):
                 shutil.rmtree(path)
         return message
 
+    def ensure_patch_bin(self):
+        """patch(1) from the host's package manager when there are patches to apply and the host has none (a
+        task of its own in the role before: a package manager's look of seconds on every run)."""
+        if not self.p["patches"] or self.patch_bin or self.packages is None:
+            return
+        try:
+            self.changes.extend(self.packages.ensure(["patch"]))
+        except PackageError as exc:
+            raise InstallError("patch(1) is needed for sglang_patches and could not be installed: %s; nothing of the "
+                               "patches was applied" % exc)
+        if not self.check_mode and self.which is not None:
+            self.patch_bin = self.which("patch")
+
     # ----------------------------------------------------------------------------------------------- the run
     def apply(self, state="present"):
         """state checked: the refusals only. present: the whole install. Returns the module's result."""
@@ -594,6 +612,7 @@ class Install(object):
         if p["require_hashes"]:
             self._write(lock_dest, ("\n".join(self.lock_lines) + "\n").encode("utf-8"), "the hash lock %s" % lock_dest)
         self.version = self.install(venv, lock_dest)
+        self.ensure_patch_bin()
         sums = self.patch(site, self.version, os.path.join(os.path.dirname(p["venv"]), "patches"))
         record = self.record(venv, self.version, sums)
         self.write_record(venv, record)

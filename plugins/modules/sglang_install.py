@@ -41,7 +41,9 @@ attributes:
     support: full
     details: The install record's text before and after.
   platform:
-    details: Linux hosts with C(patch) when patches are given (the role installs it); standard library only.
+    details:
+      - Linux hosts; standard library only.
+      - When patches are given and C(patch) is missing, it is installed with the host's package manager (apt, dnf, yum).
   action:
     details: The action plugin reads the hash lock, the shipped locks' list and the patch files on the controller.
 options:
@@ -199,6 +201,7 @@ import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._install import Install, InstallError
+from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import Packages
 
 
 def main():
@@ -235,9 +238,20 @@ def main():
              patch_files=files.get("patch_files") or [])
     if len(p["patch_files"]) != len(p["patches"]):
         module.fail_json(msg="controller_files does not match patches: run the module through its action plugin")
-    patch_bin = module.get_bin_path("patch") or shutil.which("patch")
+
+    def run(argv, data=None, environ_update=None):
+        try:
+            return module.run_command(argv, data=data, environ_update=environ_update)
+        except (IOError, OSError) as exc:
+            return 127, "", str(exc)
+
+    def which(name, dirs=None):
+        return module.get_bin_path(name, opt_dirs=dirs or []) or shutil.which(name)
+
+    packages = Packages(run, which, check_mode=module.check_mode)
     try:
-        result = Install(p, check_mode=module.check_mode, patch_bin=patch_bin).apply(p["state"])
+        result = Install(p, check_mode=module.check_mode, patch_bin=which("patch"), packages=packages,
+                         which=which).apply(p["state"])
     except InstallError as exc:
         module.fail_json(msg=str(exc))
     except (OSError, RuntimeError, ValueError) as exc:

@@ -6,7 +6,8 @@ One concern per file:
 
 - ``repo``: what is computed without the host - NVIDIA's repository per distribution and architecture, the sources
   refused, the nvcc and loader-entry parsers, the text of the files written (pure functions);
-- ``packages``: system packages and pip requirements, asked before anything is installed;
+- (``module_utils/_packages.py``, shared with the install module: system packages and pip requirements, asked
+  before anything is installed);
 - ``host``: the writes (a directory, a file, a link), each compared first, reported as one sentence;
 - ``toolkit``: the run - preflight (reads and refusals), install, configure, verify - with every collaborator that
   touches the host beyond the filesystem injected.

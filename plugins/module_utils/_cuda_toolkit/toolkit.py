@@ -39,7 +39,7 @@ import time
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _cuda_facts, _nvidia_smi, _venv
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as repo_mod
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.host import Writer
-from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.packages import (
+from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import (
     PackageError, Packages, pip_install, pip_unsatisfied)
 
 PHASES = ("install", "configure", "verify")

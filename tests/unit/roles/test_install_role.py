@@ -60,10 +60,10 @@ def test_refusals_reach_the_play_with_the_role_s_words(results, case, words):
 
 
 def test_the_role_is_a_table_of_contents():
-    """A no-op run of the role under a playbook's lease is four task results (and the argument check): the
-    preflight call, the include of install.yml (leased.yml when this run holds no lease), patch(1) (skipped without
-    patches or when the preflight found it), the install call. The preflight call (also the entry point
-    tasks_from: preflight) passes the same inputs."""
+    """A no-op run of the role under a playbook's lease is three task results (and the argument check): the
+    preflight call, the include of install.yml (leased.yml when this run holds no lease), the install call (which
+    installs patch(1) itself where patches are to be applied and the host has none). The preflight call (also the
+    entry point tasks_from: preflight) passes the same inputs."""
     def load(name):
         with open(os.path.join(ROLE, "tasks", name), encoding="utf-8") as handle:
             return yaml.safe_load(handle)
@@ -73,9 +73,8 @@ def test_the_role_is_a_table_of_contents():
         "{{ 'install.yml' if sglang_lease.holds | default(false) else 'leased.yml' }}"
     assert [t.get("ansible.builtin.import_tasks") for t in load("leased.yml")[0]["block"]] == [None, "install.yml"]
     flat = load("preflight.yml") + tasks[1:] + load("install.yml")
-    assert len(flat) == 4
+    assert len(flat) == 3
     calls = [t["gpuserve.sglang.sglang_install"] for t in flat if "gpuserve.sglang.sglang_install" in t]
-    assert "_install_preflight.patch_found" in flat[2]["when"]
     assert len(calls) == 2 and calls[0].pop("state") == "checked" and calls[0] == calls[1]
     assert sorted(os.listdir(os.path.join(ROLE, "tasks"))) == ["install.yml", "lease.yml", "leased.yml", "main.yml",
                                                                "preflight.yml"]

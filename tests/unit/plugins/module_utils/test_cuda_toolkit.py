@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import packages as pk
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _packages as pk
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.toolkit import CudaToolkit, ToolkitFailure
 
 NVCC_OUT = "nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"

@@ -10,6 +10,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -404,3 +405,41 @@ def test_patches_apply_without_fuzz_and_nothing_when_one_needs_fuzz(tmp_path):
     assert not again["changed"], again["changes"]
     site_files = [name for _d, _s, names in os.walk(site) for name in names]
     assert not [name for name in site_files if name.endswith((".rej", ".orig"))]
+
+
+class _Packages(object):
+    """The host's package manager as the install sees it (module_utils._packages.Packages): what it was asked."""
+
+    def __init__(self, fail=None):
+        self.asked, self.fail = [], fail
+
+    def ensure(self, names):
+        self.asked.append(list(names))
+        if self.fail:
+            raise _install.PackageError(self.fail)
+        return ["installed %s" % " ".join(names)]
+
+
+def test_patch_is_installed_by_the_module_where_patches_are_applied_and_the_host_has_none(tmp_path):
+    """patch(1) was a task of the role's own before the module call (a package manager's look of seconds on
+    every run, a skipped task on a no-op deploy): now the install call asks the package manager for it only when
+    there are patches and the host has no patch, then applies them with the one it found. No patches, or patch
+    already there: the package manager is not asked. (Old code: Install had no packages and no which.)"""
+    run, site = _patched_host(tmp_path)
+    p = _patch_params(tmp_path, [("clean.patch", CLEAN)])
+    p.update(versioned=False, venv=os.path.dirname(os.path.dirname(site)))
+    packages = _Packages()
+    applied = _install.Install(dict(p), run=FakeHost(installed=run.installed), patch_bin=None, packages=packages,
+                               which=lambda name: shutil.which(name)).apply()
+    assert packages.asked == [["patch"]]
+    assert "installed patch" in applied["changes"] and "applied clean.patch" in applied["changes"]
+    again = _Packages()
+    _install.Install(dict(p), run=FakeHost(installed=run.installed), patch_bin=shutil.which("patch"), packages=again,
+                     which=shutil.which).apply()
+    assert again.asked == []
+    none = _Packages()
+    _install.Install(params(tmp_path), run=FakeHost(), patch_bin=None, packages=none, which=shutil.which).apply()
+    assert none.asked == []
+    with pytest.raises(_install.InstallError, match=r"patch\(1\) is needed for sglang_patches and could not be"):
+        _install.Install(dict(p), run=FakeHost(installed=run.installed), patch_bin=None,
+                         packages=_Packages(fail="apt-get install -y patch failed (rc=100)"), which=shutil.which).apply()
