@@ -236,7 +236,7 @@ def jit_toolchain_problems(cuda_home, release=""):
         return []
     return ["SGLang %s compiles its own CUDA kernels (tvm-ffi) at its first start and needs CUDA_HOME (%s) to hold "
             "bin/nvcc and lib64/libcudart.so; missing: %s. Install the CUDA toolkit (gpuserve.sglang.cuda) or set "
-            "cuda_home to a CUDA home that has both" % (release or "(this release)", home or "unset", ", ".join(missing))]
+            "sglang_cuda_home (or the cuda role's cuda_home) to a CUDA home that has both" % (release or "(this release)", home or "unset", ", ".join(missing))]
 
 
 def usable_cpus():
