@@ -243,6 +243,13 @@ action:
     (V(verified) for O(state=verified)).
   returned: always
   type: str
+strays:
+  description:
+    - The stray servers O(stop_processes.match) found, each with C(pid), C(cmdline) (keys masked) and C(result)
+      (C(stopped), C(killed)..., or in check mode C(would stop)).
+  returned: when O(stop_processes.match) is set
+  type: list
+  elements: dict
 reasons:
   description: Why a restart is due (C(not running), C(unit would change), C(<path> changed after the running
     invocation started)...).
@@ -467,7 +474,8 @@ def main():
 
     lifecycle = ServerLifecycle(desired, systemctl, run, runner_factory, answers_gate=answers_gate(p),
                                 bench_gate=bench_gate(p), recorder=recorder(p, module.check_mode),
-                                stop_strays=stop_strays(p), free_gpus=free_gpus(p), gates_here=p["gates_here"],
+                                stop_strays=stop_strays(p, module.check_mode), free_gpus=free_gpus(p),
+                                gates_here=p["gates_here"],
                                 check_mode=module.check_mode, force_restart=p["force_restart"])
     # One call at a time on the unit (_server/worklock.py): a call whose controller died may still be finishing
     # its transaction on this host; wait for it, then read the host as it left it.
@@ -568,8 +576,8 @@ def recorder(p, check_mode):
     return write
 
 
-def stop_strays(p):
-    """The stray servers the operator named (_strays), or None."""
+def stop_strays(p, check_mode=False):
+    """The stray servers the operator named (_strays), or None; in check mode listed, not stopped."""
     match = p["stop_processes"].get("match") or []
     if not match:
         return None
@@ -577,7 +585,7 @@ def stop_strays(p):
     def stop():
         found = _strays.find("/proc", match, protect_unit=p["name"] + ".service", own_pid=os.getpid())
         for proc in found:
-            proc["result"] = _strays.stop(proc["pid"], p["stop_processes"]["timeout"])
+            proc["result"] = "would stop" if check_mode else _strays.stop(proc["pid"], p["stop_processes"]["timeout"])
         return found
     return stop
 

@@ -159,6 +159,13 @@ class ServerLifecycle(object):
         acts = ("restart", "start", "finish_restore", "keep_only")
         self.result["changed"] = self.plan.writes or self.plan.action in acts
         self.result["actions"] = ["would %s" % what for what in self.plan_words()]
+        if self.stop_strays is not None:
+            # the stray servers a real run would stop (before_start; the check mode's stop_strays only lists them)
+            strays = self.stop_strays() or []
+            self.result["strays"] = strays
+            self.result["actions"] += ["would stop pid %s %s" % (proc.get("pid"), proc.get("cmdline", ""))
+                                       for proc in strays]
+            self.result["changed"] = self.result["changed"] or bool(strays)
         return self.finish()
 
     def plan_words(self):

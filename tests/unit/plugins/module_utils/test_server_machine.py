@@ -293,6 +293,26 @@ def test_check_mode_writes_nothing_and_the_diff_holds_no_secret(host):
     assert "--v 2" in by_path[host.unit]["after"] and "--v 1" in by_path[host.unit]["before"]
 
 
+def test_check_mode_lists_the_stray_servers_a_real_run_would_stop_and_stops_none(host):
+    """sglang_stop_processes listed in check mode the strays it would stop; the module that replaced it in the
+    role (sglang_server, stop_processes) stopped them in a real run and said nothing of them in check mode (old
+    code: no "strays" in the check's result). Now check mode lists them (result "would stop"), stops none."""
+    deployed(host)
+    found = [{"pid": 4242, "cmdline": "python3 -m sglang.launch_server --port 30001", "result": "would stop"}]
+    stopped = []
+
+    def strays():
+        stopped.append("asked")
+        return [dict(proc) for proc in found]
+    result = host.machine(host.desired("1"), check_mode=True, stop_strays=strays).converge()
+    assert result["strays"] == found and stopped == ["asked"]
+    assert "would stop pid 4242 python3 -m sglang.launch_server --port 30001" in result["actions"]
+    assert result["changed"] is True   # a real run would stop it
+    assert host.runners.calls == [] and host.systemctl.commands == []
+    quiet = host.machine(host.desired("1"), check_mode=True, stop_strays=lambda: []).converge()
+    assert quiet["strays"] == [] and quiet["changed"] is False
+
+
 def test_state_verified_writes_nothing(host):
     deployed(host)
     before = host.snapshot()
