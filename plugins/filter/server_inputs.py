@@ -8,7 +8,7 @@
   systemd settings, and control characters in any text that reaches the unit, the environment file or a
   command.
 (The last-good manifest is built by plugins/module_utils/_last_good.py, its one owner, through the module
-gpuserve.sglang.sglang_last_good.)
+gpuserve.sglang.sglang_server.)
 
 Pure function; unit-tested in tests/unit/plugins/filter/test_server_inputs.py.
 """

@@ -13,8 +13,8 @@ the secret file restorable with a copy; ``restore`` still leaves it alone (a sec
 ``secret_paths``, or one that existed and has no sha256, which only a secret lacks), and the next ``keep``
 removes that copy.
 
-The state machine ``_server/machine.py`` (modules gpuserve.sglang.sglang_server and sglang_router_service) uses it
-directly; the module gpuserve.sglang.sglang_last_good exposes ``read`` and ``keep`` on their own. The operations:
+The state machine ``_server/machine.py`` (modules gpuserve.sglang.sglang_server and sglang_router_service) is its
+one user: no module exposes a keep or a restore of its own beside it (one rollback). The operations:
 
 - ``read``: the state of each file (exists, mtime) and the manifest, and the files the running invocation does
   not have (written after it started, or gone although its own verified start had them);

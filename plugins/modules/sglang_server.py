@@ -212,7 +212,6 @@ options:
     type: str
 seealso:
   - module: gpuserve.sglang.sglang_service
-  - module: gpuserve.sglang.sglang_last_good
 """
 
 EXAMPLES = r"""

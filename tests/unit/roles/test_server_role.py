@@ -5,6 +5,7 @@ production unit rendered from the production profile, the API key kept out of th
 from __future__ import annotations
 
 import os
+import re
 import types
 
 import jinja2
@@ -356,3 +357,21 @@ def test_the_preflight_checks_the_cuda_home_the_unit_gets(given, expected):
     variables.update(given)
     templar = Templar(loader=DataLoader(), variables=variables)
     assert templar.template(trust_as_template(task["gpuserve.sglang.sglang_host_facts"]["cuda_home"])) == expected
+
+
+def test_one_rollback_no_module_keeps_restores_or_records_beside_the_lifecycle():
+    """Issue 39: one rollback. The modules sglang_last_good (keep, restore) and sglang_record (the deployment
+    record) let a playbook keep, restore or record the server's set outside the state machine's transaction;
+    they are gone. Only the lifecycle's two modules import the last-good set's and the record's owners."""
+    modules = os.path.join(ROOT, "plugins", "modules")
+    users = set()
+    for name in sorted(n for n in os.listdir(modules) if n.endswith(".py")):
+        with open(os.path.join(modules, name), encoding="utf-8") as handle:
+            text = handle.read()
+        # the state machine (module_utils/_server), the last-good set and the record, imported in any form
+        if re.search(r"module_utils(\.\w+)* import [^\n]*\b(_last_good|_record|_server)\b", text) or \
+                re.search(r"module_utils\.(_last_good|_record|_server)[.\w]* import", text):
+            users.add(name)
+    assert users == {"sglang_server.py", "sglang_router_service.py"}
+    assert not os.path.exists(os.path.join(modules, "sglang_last_good.py"))
+    assert not os.path.exists(os.path.join(modules, "sglang_record.py"))

@@ -1,19 +1,15 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The last-good set (module_utils/_last_good.py, module sglang_last_good): the manifest format, which files the
+"""The last-good set (module_utils/_last_good.py, the sglang_server module's): the manifest format, which files the
 running invocation does not have, the copies and manifest written by rename only where they differ."""
 import hashlib
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good as lg
 
-from conftest import COLLECTIONS, ROOT
-
-MODULE = os.path.join(ROOT, "plugins", "modules", "sglang_last_good.py")
+from conftest import ROOT
 
 
 def _state(exists, sha256="ab" * 32, mode="0644"):
@@ -195,31 +191,6 @@ def test_read_survives_a_broken_manifest_and_says_so(tmp_path):
     assert result["manifest"] == {} and "could not be read" in result["problem"]
 
 
-def _run_module(tmp_path, args):
-    args_file = tmp_path / "args.json"
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    env = dict(os.environ, PYTHONPATH=COLLECTIONS)
-    proc = subprocess.run([sys.executable, MODULE, str(args_file)], capture_output=True, text=True, env=env,
-                          timeout=1800, check=False)
-    return json.loads(proc.stdout)
-
-
-def test_module_reads_and_keeps(tmp_path):
-    paths = _files(tmp_path)
-    directory = str(tmp_path / "last-good")
-    kept = _run_module(tmp_path, {"state": "kept", "directory": directory, "paths": paths, "restorable": paths[:2],
-                                  "invocation_id": "inv1"})
-    assert kept["changed"] and kept["manifest"]["invocation_id"] == "inv1"
-    read = _run_module(tmp_path, {"directory": directory, "paths": paths, "active_since": 1, "invocation_id": "inv1"})
-    assert not read["changed"] and read["manifest"] == kept["manifest"]
-    assert set(read["stale"]) == set(paths[:3])   # all written after 1970-01-01 00:00:02
-
-
-def test_module_refuses_relative_paths_and_control_characters(tmp_path):
-    result = _run_module(tmp_path, {"directory": str(tmp_path), "paths": ["etc/x", "/etc/y\nz"]})
-    assert result["failed"] and "'etc/x'" in result["msg"] and "'/etc/y\\nz'" in result["msg"]
-
-
 def test_read_names_the_kept_copies_that_are_gone(tmp_path):
     """The server role skips `kept` on an unchanged host only when every copy the manifest names is there: one
     removed by hand must make the next run write the set again (else a rollback would miss it)."""
@@ -284,25 +255,6 @@ def test_no_restore_opens_without_a_set_to_go_back_to(tmp_path):
     assert lg.begin_restore(directory) == {"changed": False, "written": [], "restore_open": {}}
     assert lg.restore(directory)["changed"] is False
     assert not os.path.exists(directory)
-
-
-def test_module_opens_and_finishes_a_restore(tmp_path):
-    paths = _files(tmp_path)
-    directory = str(tmp_path / "last-good")
-    _run_module(tmp_path, {"state": "kept", "directory": directory, "paths": paths, "restorable": paths[:2],
-                           "invocation_id": "inv1"})
-    with open(paths[0], "w") as handle:
-        handle.write("[Service]\nExecStart=/new\n")
-    opened = _run_module(tmp_path, {"state": "restoring", "directory": directory, "paths": paths, "reason": "failed"})
-    assert opened["changed"] and opened["restore_open"]["invocation_id"] == "inv1"
-    read = _run_module(tmp_path, {"directory": directory, "paths": paths})
-    assert read["restore_open"]["invocation_id"] == "inv1"
-    restored = _run_module(tmp_path, {"state": "restored", "directory": directory, "paths": paths})
-    assert restored["changed"] and restored["put_back"] == [paths[0]]
-    assert open(paths[0]).read() == "[Service]\n"
-    os.unlink(lg.copy_path(directory, paths[1], "inv1"))
-    gone = _run_module(tmp_path, {"state": "restored", "directory": directory, "paths": paths})
-    assert gone["failed"] and "cannot be put back" in gone["msg"] and "restore stays open" in gone["msg"]
 
 
 def _rotate_and_fail(tmp_path, keep_secrets=False):
