@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import ROOT, batch_key, run_play, run_preflight_batch
+from conftest import batch_key, run_play, run_preflight_batch
 
 SHA = "0123456789abcdef" * 4
 

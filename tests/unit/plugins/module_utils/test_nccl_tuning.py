@@ -223,8 +223,8 @@ def test_present_writes_then_changes_nothing(host):
     site, env_file = host["site"], host["env_file"]
     first = _run(host)
     assert first["changed"] and first["changes"] == [os.path.dirname(env_file), env_file, str(site / "sitecustomize.py")]
-    assert oct(os.stat(env_file).st_mode & 0o7777) == "0o644" and oct(os.stat(os.path.dirname(env_file)).st_mode
-                                                                     & 0o7777) == "0o755"
+    assert oct(os.stat(env_file).st_mode & 0o7777) == "0o644"
+    assert oct(os.stat(os.path.dirname(env_file)).st_mode & 0o7777) == "0o755"
     assert (site / "sitecustomize.py").read_text().startswith(BEGIN) and not (site / _nccl_tuning.PTH_NAME).exists()
     assert first["verified"]["clean"]["env"] == WANT and first["shadowed"] is False
     second = _run(host)

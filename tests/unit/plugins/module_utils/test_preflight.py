@@ -94,7 +94,7 @@ def test_free_disk_on_this_machine(tmp_path):
     mount, known = _preflight.log_filesystem(log_dir, _preflight.device_mounts(mounts))
     if not known:
         pytest.skip("tmp_path is on a filesystem without a device here (%s)" % mount)
-    problem, _ = _preflight.disk_check(log_dir, 1000000, mounts)
+    problem, _where = _preflight.disk_check(log_dir, 1000000, mounts)
     assert "(the filesystem of the log directory %s), 1000000 GiB needed" % log_dir in problem
     shown = float(problem.split("Only ", 1)[1].split(" GiB", 1)[0])
     assert abs(shown - shutil.disk_usage(str(tmp_path)).free / 2 ** 30) < 1.0
@@ -109,9 +109,9 @@ def _gpu_check(info, **extra):
 
 
 def test_fewer_gpus_than_tp_and_an_old_driver_are_refused():
-    problems, _ = _gpu_check(_gpus(0), require_gpus=True)
+    problems, _notes = _gpu_check(_gpus(0), require_gpus=True)
     assert problems == ["gpu1 has 0 GPU(s) (nvidia-smi not found), --tp 8 needs 8"]
-    problems, _ = _gpu_check(_gpus(2, driver="575.1"), require_gpus=True)
+    problems, _notes = _gpu_check(_gpus(2, driver="575.1"), require_gpus=True)
     assert problems == ["gpu1 has 2 GPU(s): RTX PRO 6000, RTX PRO 6000, --tp 8 needs 8",
                         "NVIDIA driver 575.1 on gpu1 is older than 580 (CUDA 13.0 needs >= 580); the driver reports "
                         "CUDA 13.0"]
@@ -157,7 +157,7 @@ def test_the_reference_plan_fits_and_is_shown():
 
 
 def test_a_plan_that_does_not_fit_names_the_numbers():
-    problems, _, plan = _memory(hicache_ratio=6.0)
+    problems, _notes, plan = _memory(hicache_ratio=6.0)
     assert not plan["fits"]
     assert problems[0].startswith("Memory plan for gpu1 does not fit: HiCache ratio 6.0 needs 67.0")
     assert "the largest ratio that fits is 4.6" in problems[0]
@@ -167,17 +167,17 @@ def test_no_gpu_memory_and_input_it_cannot_plan_are_problems():
     assert _memory(gpu_memory_gb=None) == (["No GPUs on gpu1 (nvidia-smi not found) and sglang_preflight_gpu_memory_gb "
                                             "is not set: give the free GiB per GPU to plan for (an idle 96 GB RTX PRO "
                                             "6000 Blackwell has about 95.0)"], [], None)
-    problems, _, plan = _memory(hicache_ratio=1.0)
+    problems, _notes, plan = _memory(hicache_ratio=1.0)
     assert plan is None and "ratio" in problems[0]
     assert _memory(model_path="", model_geometry={})[0] == ["one of the following is required: model_path, geometry"]
     assert "unknown keys layers" in _memory(model_geometry={"layers": 3})[0][0]
-    problems, _, plan = _memory(model_path="", model_geometry={"kv_lora_rank": 512, "qk_rope_head_dim": 64,
-                                                                "num_layers": 61})
+    geometry = {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "num_layers": 61}
+    problems, _notes, plan = _memory(model_path="", model_geometry=geometry)
     assert problems == [] and plan["cell_size_bytes"] == 70272
 
 
 def test_gpus_from_nvidia_smi_feed_the_plan():
-    problems, _, plan = _memory(_gpus(8), gpu_memory_gb=None)
+    problems, _notes, plan = _memory(_gpus(8), gpu_memory_gb=None)
     assert problems == [] and "97272 MiB" in plan["sources"]["gpu_memory"]
 
 
