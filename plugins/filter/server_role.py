@@ -262,13 +262,11 @@ def sglang_server_gate_seconds(gates):
 ENV_HEADER = "# Managed by gpuserve.sglang.server (Ansible): local changes are overwritten.\n"
 
 
-def sglang_server_envfile(env, api_key=""):
-    """The environment file's text: the header, then the variables (sglang_envfile), SGLANG_API_KEY among them when
-    a key is set (SGLang reads it from the environment too)."""
-    env = dict(env or {})
-    if api_key:
-        env["SGLANG_API_KEY"] = api_key
-    return ENV_HEADER + sglang_envfile(env)
+def sglang_server_envfile(env):
+    """The environment file's text: the header, then the variables (sglang_envfile). The API key is not among them:
+    SGLang reads it from the secrets file (--config), the one file a rollback leaves as it is, so that a key rotated
+    by a change that then fails does not come back with the environment file (issue 39, point 10)."""
+    return ENV_HEADER + sglang_envfile(dict(env or {}))
 
 
 def sglang_server_secrets(keys):

@@ -7,9 +7,11 @@ files byte for byte, the same refusals word for word, the same plan inputs."""
 from __future__ import annotations
 
 import functools
+import os
 
 import jinja2
 import pytest
+import yaml
 from jinja2.nativetypes import NativeEnvironment
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters
@@ -22,6 +24,8 @@ from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (
     sglang_args_merge, sglang_args_problems, sglang_release_args)
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_defaults import sglang_defaults
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_envfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
 
 def _env(native=True):
@@ -72,16 +76,25 @@ ENVS = [
 @pytest.mark.parametrize("env", ENVS)
 @pytest.mark.parametrize("key", ["", "sk-test-key", 'k"e\\y'])
 def test_envfile_is_the_former_text_byte_for_byte(env, key):
-    content = _render(OLD_ENV_CONTENT, native=False, _server_env=env, sglang_api_key=key)
+    """Without a key, the text the role wrote before (an unchanged host sees no change); with one, the same text:
+    the key is no longer in the environment file (below)."""
+    content = _render(OLD_ENV_CONTENT, native=False, _server_env=env, sglang_api_key="")
     old = _render(OLD_ENV_TEXT, native=False, _server_env_content=content)
-    assert r.sglang_server_envfile(env, key) == old
+    assert r.sglang_server_envfile(env) == old
     assert old.startswith(r.ENV_HEADER) and old.endswith("\n")
+    assert key == "" or key not in r.sglang_server_envfile(env)
 
 
-def test_envfile_key_set_overrides_the_environment():
-    text = r.sglang_server_envfile({"SGLANG_API_KEY": "old"}, "new")
-    assert 'SGLANG_API_KEY="new"' in text and "old" not in text
+def test_the_api_key_is_not_in_the_environment_file_a_rollback_restores():
+    """Issue 39 point 10: a deploy that rotates a leaked key and then fails verification must not restore the old
+    key. The secrets file (--config) is left as it is by a rollback; the environment file is restored - and held
+    SGLANG_API_KEY too (old code: 'SGLANG_API_KEY="new"' in the text), so the old key came back with it (a -vvv
+    run on the demo host found it in the last-good copy). SGLang reads the key from the secrets file."""
+    assert "SGLANG_API_KEY" not in r.sglang_server_envfile({"NCCL_DEBUG": "WARN"})
     assert r.sglang_server_envfile(None) == r.ENV_HEADER
+    with open(os.path.join(ROOT, "roles", "server", "tasks", "run.yml"), encoding="utf-8") as handle:
+        run = yaml.safe_load(handle)[0]["gpuserve.sglang.sglang_server"]
+    assert "sglang_api_key" not in run["env"]["content"] and "sglang_api_key" in run["secrets"]["content"]
 
 
 @pytest.mark.parametrize("api, admin", [("sk-1", ""), ("", "adm-1"), ("sk-1", "adm-1"), ("a: b # c", "'q'\n")])
