@@ -175,7 +175,7 @@ def read_text(path):
 
 def nccl_values(environ):
     """The NCCL_* variables of a process environment (``/proc/<pid>/environ``: NUL-separated, bytes or text) and
-    nothing else of it: the environment also holds SGLANG_API_KEY."""
+    nothing else of it: the environment may hold secrets (HF_TOKEN)."""
     if isinstance(environ, bytes):
         environ = environ.decode("utf-8", "replace")
     values = {}
@@ -343,12 +343,9 @@ def command_line(params):
 
 
 def env_file_values(params):
-    """The environment file's variables as the record shows them: SGLANG_API_KEY (when a key is set) and every
-    other secret-named value masked by the one rule of _secrets."""
-    env = dict(params.get("env") or {})
-    if "api-key" in (params.get("secret_keys") or ()):
-        env["SGLANG_API_KEY"] = _secrets.MASK
-    return _secrets.mask_mapping(env)
+    """The environment file's variables as the record shows them: every secret-named value masked by the one rule
+    of _secrets (the API key is not among them: it is in the secrets file only)."""
+    return _secrets.mask_mapping(dict(params.get("env") or {}))
 
 
 def markdown(data, params, verified=None, nccl_lines=None, python=""):

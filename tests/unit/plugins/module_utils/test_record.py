@@ -170,7 +170,6 @@ Unit:
 - SGL_ENABLE_JIT_DEEPGEMM=1
 - HF_TOKEN=********
 - EMPTY_KEY=
-- SGLANG_API_KEY=********
 /etc/sglang/nccl.env:
 - NCCL_P2P_LEVEL=NVL
 - NCCL_MIN_NCHANNELS=16
@@ -478,3 +477,11 @@ def test_run_command_reports_a_missing_program():
     assert _record.run_command(["/nonexistent/nvcc", "--version"])[0] == 127
     rc, out, dummy = _record.run_command([sys.executable, "-c", "import os; print(os.environ['LC_ALL'])"])
     assert (rc, out) == (0, "C\n")
+
+
+def test_the_record_shows_the_environment_file_as_it_is_no_key_added():
+    """The record showed SGLANG_API_KEY=******** under the environment file whenever a key was set, as the file
+    held it; the key is in the secrets file only now (a rollback restores the environment file), and the record
+    shows the environment file's own variables (old code: a SGLANG_API_KEY line it does not hold)."""
+    params = record_params(secret_keys=["api-key"], env={"SGL_X": "1", "HF_TOKEN": "hf-x"})
+    assert _record.env_file_values(params) == {"SGL_X": "1", "HF_TOKEN": "********"}
