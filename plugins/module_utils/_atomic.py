@@ -6,6 +6,7 @@ and _last_good (the last-good set)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 
@@ -28,3 +29,12 @@ def write_atomic(dest, data, mode=0o600, prefix=".tmp-", root_owned=False):
             os.unlink(tmp)
         raise
     return dest
+
+
+def sha256_file(path):
+    """The sha256 (hex) of the file ``path``, read in 1 MiB blocks (a multi-GB file never whole in memory)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

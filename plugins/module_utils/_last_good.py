@@ -36,7 +36,7 @@ import re
 import stat as stat_mod
 import time
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
+from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import sha256_file, write_atomic
 
 MANIFEST = "manifest.json"
 FILE_MODE = 0o600
@@ -53,14 +53,6 @@ def copy_path(directory, path, generation=""):
     if generation:
         name += "." + re.sub(r"[^0-9A-Za-z_-]", "_", generation)
     return "%s/%s" % (directory.rstrip("/"), name)
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _name(lookup, ident):
@@ -80,7 +72,7 @@ def file_state(path, checksum=False):
     state = {"exists": True, "mtime": info.st_mtime, "mode": "%04o" % stat_mod.S_IMODE(info.st_mode),
              "owner": _name(pwd.getpwuid, info.st_uid), "group": _name(grp.getgrgid, info.st_gid)}
     if checksum and stat_mod.S_ISREG(info.st_mode):
-        state["sha256"] = _sha256(path)
+        state["sha256"] = sha256_file(path)
     return state
 
 

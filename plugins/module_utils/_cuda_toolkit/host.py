@@ -60,7 +60,11 @@ class Writer(object):
                 if _as_root():
                     os.chown(path, 0, 0)
             return self._note("created the directory %s (mode %04o)" % (path, mode))
-        st = os.stat(path)
+        return self._attributes(path, os.stat(path), mode)
+
+    def _attributes(self, path, st, mode):
+        """An existing directory's or unchanged file's mode (and, as root, owner root:root) set right; ``st`` its
+        stat. Returns the change, or None."""
         notes = []
         if stat.S_IMODE(st.st_mode) != mode:
             notes.append("mode of %s %04o -> %04o" % (path, stat.S_IMODE(st.st_mode), mode))
@@ -91,16 +95,7 @@ class Writer(object):
             with open(path, "rb") as handle:
                 before = handle.read()
         if before == data:
-            notes = []
-            if stat.S_IMODE(st.st_mode) != mode:
-                notes.append("mode of %s %04o -> %04o" % (path, stat.S_IMODE(st.st_mode), mode))
-                if not self.check_mode:
-                    os.chmod(path, mode)
-            if _as_root() and (st.st_uid, st.st_gid) != (0, 0):
-                notes.append("owner of %s %d:%d -> 0:0" % (path, st.st_uid, st.st_gid))
-                if not self.check_mode:
-                    os.chown(path, 0, 0)
-            return self._note("; ".join(notes)) if notes else None
+            return self._attributes(path, st, mode)
         self.diffs.append({"before_header": path, "after_header": path,
                            "before": (before or b"").decode("utf-8", "replace"),
                            "after": data.decode("utf-8", "replace")})

@@ -37,6 +37,7 @@ import tempfile
 import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _cuda_facts, _nvidia_smi, _venv
+from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import sha256_file
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as repo_mod
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.host import Writer
 from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import (
@@ -61,14 +62,6 @@ def _read(path):
             return handle.read()
     except OSError:
         return ""
-
-
-def _sha256(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CudaToolkit(object):
@@ -249,7 +242,7 @@ class CudaToolkit(object):
     def _fetch_keyring(self, url, dest, sha256):
         """The cuda-keyring .deb at ``dest``, checked against ``sha256``: kept when the file there matches, else
         downloaded to a temporary file, checked, and renamed into place (a mismatch leaves nothing behind)."""
-        if os.path.isfile(dest) and _sha256(dest) == sha256:
+        if os.path.isfile(dest) and sha256_file(dest) == sha256:
             return
         if self.check_mode:
             self._changed("download %s" % url)
@@ -258,7 +251,7 @@ class CudaToolkit(object):
         os.close(fd)
         try:
             self.download(url, tmp)
-            got = _sha256(tmp)
+            got = sha256_file(tmp)
             if got != sha256:
                 self._fail("The download of %s has sha256 %s, not cuda_keyring_sha256 %s: nothing was installed from "
                            "it." % (url, got, sha256))
