@@ -39,6 +39,14 @@ import time
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import sha256_file, write_atomic
 
 MANIFEST = "manifest.json"
+LEGACY_DIR = "last-good"
+
+
+def unit_dir(backup_dir, service):
+    """The one home of a unit's state (issue 47): ``<backup dir>/<service>.last-good`` holds its last-good
+    manifest and copies, its open transaction and its open restore; two units on one host never share it."""
+    service = service[:-len(".service")] if service.endswith(".service") else service
+    return "%s/%s.last-good" % (backup_dir.rstrip("/") or "", service)
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 
@@ -117,7 +125,18 @@ def load_manifest(directory):
         return {}, "the last-good manifest %s could not be read (%s): it is written anew after the next verified start" % (path, exc)
     if not isinstance(data, dict):
         return {}, "the last-good manifest %s is not a JSON object: it is written anew after the next verified start" % path
-    return data, None
+    return rebase(data, directory), None
+
+
+def rebase(data, directory):
+    """Every kept copy lives in the directory of the record that names it: ``kept_at`` read as that directory
+    plus the copy's name, so that a state directory moved whole (the per-unit layout, issue 47) keeps its copies."""
+    files = data.get("files")
+    if isinstance(files, dict):
+        for entry in files.values():
+            if isinstance(entry, dict) and isinstance(entry.get("kept_at"), str) and entry["kept_at"]:
+                entry["kept_at"] = "%s/%s" % (directory.rstrip("/"), os.path.basename(entry["kept_at"]))
+    return data
 
 
 def read(directory, paths, active_since=0, invocation_id=""):

@@ -7,7 +7,10 @@ query (dpkg-query, rpm -q, the venv's own interpreter) and no apt-get update, no
 ``run(argv, data=None, environ_update=None) -> (rc, stdout, stderr)`` is AnsibleModule.run_command (a fake in the
 tests). What the apt, package and pip modules did for the role, with the same outcome on the host: apt-get
 update only when something is to be installed and the cache is older than an hour (cache_valid_time 3600), or
-when the repository changed; dpkg -i of a .deb only when that version is not installed; pip only for requirements
+holds no package lists at all (an image build or provisioning script that emptied /var/lib/apt/lists minutes ago
+leaves a young directory and nothing in it: apt then installs nothing and exits 0), or when the repository changed;
+every install is proven by asking the package database afterwards (a name that installed nothing is an error that
+names it); dpkg -i of a .deb only when that version is not installed; pip only for requirements
 the venv does not satisfy.
 """
 
@@ -21,7 +24,8 @@ import time
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "LC_ALL": "C"}
 APT_OPTIONS = ["-o", "Dpkg::Options::=--force-confdef", "-o", "Dpkg::Options::=--force-confold"]
 CACHE_VALID_TIME = 3600
-CACHE_STAMPS = ("/var/lib/apt/periodic/update-success-stamp", "/var/lib/apt/lists")
+APT_LISTS = "/var/lib/apt/lists"
+CACHE_STAMPS = ("/var/lib/apt/periodic/update-success-stamp", APT_LISTS)
 
 # Run by the venv's interpreter: which requirements (NAME[EXTRAS] SPECIFIER) it does not satisfy, each extra's
 # dependencies included. A requirement that is not NAME[EXTRAS] SPECIFIER (a URL, a path) counts as unsatisfied:
@@ -73,19 +77,28 @@ class Packages(object):
     """The host's package manager (apt where there is dpkg-query, else dnf or yum), through ``run``; ``which(name)``
     finds a command (None when absent); ``clock`` and ``stamps`` date the apt cache."""
 
-    def __init__(self, run, which, check_mode=False, clock=time.time, stamps=CACHE_STAMPS):
+    def __init__(self, run, which, check_mode=False, clock=time.time, stamps=CACHE_STAMPS, lists=APT_LISTS):
         self.run = run
         self.which = which
         self.check_mode = check_mode
         self.clock = clock
         self.stamps = stamps
+        self.lists = lists
         self.cache_fresh = False
 
-    def _call(self, argv, env=None, data=None):
+    def _call(self, argv, env=None, data=None, output=False):
         rc, out, err = self.run(argv, data=data, environ_update=dict(APT_ENV, **(env or {})))
         if rc != 0:
             raise PackageError("%s failed (rc=%d): %s" % (" ".join(shlex.quote(a) for a in argv), rc, _tail(out, err)))
-        return out
+        return (out, err) if output else out
+
+    def has_lists(self):
+        """Whether apt's cache holds any package list (a ``*_Packages`` index, compressed or not): an emptied lists
+        directory is young by its mtime and still a cache with nothing in it."""
+        try:
+            return any("_Packages" in name for name in os.listdir(self.lists))
+        except OSError:
+            return False
 
     def manager(self):
         """'apt', 'dnf', 'yum', or None."""
@@ -119,11 +132,11 @@ class Packages(object):
         return [name for name in names if self.run(["rpm", "-q", name], environ_update=APT_ENV)[0] != 0]
 
     def refresh(self, force=False):
-        """apt-get update when ``force`` (the repository changed) or the cache is older than an hour; once a run.
-        Returns the change, or None."""
+        """apt-get update when ``force`` (the repository changed), the cache is older than an hour or holds no
+        package lists; once a run. Returns the change, or None."""
         if self.cache_fresh and not force:
             return None
-        if not force:
+        if not force and self.has_lists():
             ages = [self.clock() - os.stat(p).st_mtime for p in self.stamps if os.path.exists(p)]
             if ages and ages[0] < CACHE_VALID_TIME:
                 self.cache_fresh = True
@@ -152,7 +165,14 @@ class Packages(object):
         else:
             argv = [kind, "install", "-y"] + missing
         if not self.check_mode:
-            self._call(argv)
+            out, err = self._call(argv, output=True)
+            # apt-get reads a name it finds in no list as a pattern, installs nothing and exits 0: the package
+            # database, not the exit status, says whether each package is there now.
+            still = self.missing(missing)
+            if still:
+                raise PackageError("%s exited 0 but did not install %s (the package database has no such package "
+                                   "installed afterwards; is it in the configured repositories?): %s"
+                                   % (" ".join(shlex.quote(a) for a in argv), ", ".join(still), _tail(out, err)))
         changes.append("installed %s" % " ".join(missing))
         return changes
 

@@ -246,7 +246,10 @@ def read_host(params, verified, python, run=run_command):
     install = read_json(venv_record if os.path.exists(venv_record) else params.get("install_record") or "")
     manifest = {}
     if params.get("backup_dir"):
-        manifest = _last_good.load_manifest(os.path.join(params["backup_dir"], "last-good"))[0]
+        directory = _last_good.unit_dir(params["backup_dir"], params.get("service") or "")
+        if not os.path.isdir(directory):   # a record written before the per-unit layout's move (issue 47)
+            directory = os.path.join(params["backup_dir"], _last_good.LEGACY_DIR)
+        manifest = _last_good.load_manifest(directory)[0]
     main_pid = _int(verified.get("main_pid"))
     environ = _read(PROC_ENVIRON % main_pid) if main_pid > 0 else None
     return {

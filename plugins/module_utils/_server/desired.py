@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import hashlib
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good
+
 UNIT, ENV, SECRETS, LAUNCHER = "unit", "env", "secrets", "launcher"
 # What a change of each kind is called in the due reasons (today's due.yml words).
 CHANGE_WORDS = {UNIT: "unit would change", ENV: "environment file would change",
@@ -84,7 +86,15 @@ class Desired(object):
 
     @property
     def last_good_dir(self):
-        return self.backup_dir + "/last-good"
+        """This unit's own state (last-good manifest and copies, the open transaction, the open restore):
+        ``<backup dir>/<service>.last-good``, so that two servers on one host never share it (issue 47)."""
+        return _last_good.unit_dir(self.backup_dir, self.service)
+
+    @property
+    def legacy_dir(self):
+        """The layout before issue 47: one ``<backup dir>/last-good`` for every unit of the host (moved to the
+        unit's own directory by ``_server/layout.py`` on the first run, without a restart)."""
+        return "%s/%s" % (self.backup_dir, _last_good.LEGACY_DIR)
 
     def of_kind(self, kind):
         return next((spec for spec in self.files if spec.kind == kind), None)

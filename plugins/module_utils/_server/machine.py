@@ -26,6 +26,7 @@ import os
 import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server import layout
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_mod
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.claim import inputs_claim
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.land import LandError, land
@@ -102,7 +103,8 @@ class ServerLifecycle(object):
         self.check_mode = bool(check_mode)
         self.clock = clock
         self.force_restart = bool(force_restart)
-        self.directory = desired.last_good_dir
+        self.directory = None     # the unit's state directory, settled by the first read (_server/layout.py)
+        self.moved = ""
         self.secrets = list(desired.secrets_to_mask)
         for spec in desired.files:
             if spec.secret and spec.content:
@@ -130,7 +132,11 @@ class ServerLifecycle(object):
         return LifecycleFailure(_secrets.mask(msg, self.secrets), self.finish())
 
     def read(self, own_txn=False):
-        self.host = read_host(self.desired, self.systemctl)
+        if self.directory is None:
+            self.directory, self.moved = layout.state_dir(self.desired, self.check_mode)
+            if self.moved and not self.check_mode:
+                self.did(self.moved)
+        self.host = read_host(self.desired, self.systemctl, self.directory)
         self.plan = make_plan(self.desired, self.host, own_txn=own_txn)
         self.result.update(action=self.plan.action, reasons=list(self.plan.reasons), due=self.plan.due,
                            diff=list(self.plan.diff), stale=list(self.plan.stale))
@@ -159,6 +165,9 @@ class ServerLifecycle(object):
         acts = ("restart", "start", "finish_restore", "keep_only")
         self.result["changed"] = self.plan.writes or self.plan.action in acts
         self.result["actions"] = ["would %s" % what for what in self.plan_words()]
+        if self.moved:
+            self.result["actions"].append(self.moved)
+            self.result["changed"] = True
         if self.stop_strays is not None:
             # the stray servers a real run would stop (before_start; the check mode's stop_strays only lists them)
             strays = self.stop_strays() or []

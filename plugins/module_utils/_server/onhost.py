@@ -101,9 +101,10 @@ def link_state(path):
             "target": os.readlink(path) if islnk else ""}
 
 
-def read_host(desired, systemctl, backup_dir=None):
-    """Read everything plan.py needs. ``systemctl``: a HostSystemctl (or a fake with ``show_props``)."""
-    directory = (backup_dir or desired.backup_dir).rstrip("/") + "/last-good"
+def read_host(desired, systemctl, directory=None):
+    """Read everything plan.py needs. ``systemctl``: a HostSystemctl (or a fake with ``show_props``);
+    ``directory``: the unit's state directory (``desired.last_good_dir`` unless a check run reads the legacy one)."""
+    directory = directory or desired.last_good_dir
     files, texts = {}, {}
     landed = dict((spec.path, spec) for spec in desired.files)
     for path in desired.input_files:

@@ -50,7 +50,7 @@ def load(directory):
                                        "problem")
     if data and not isinstance(data.get("files"), dict):
         data["files"] = {}
-    return data
+    return _last_good.rebase(data, directory) if data else data
 
 
 def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=time.time):

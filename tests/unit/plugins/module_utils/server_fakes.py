@@ -105,17 +105,18 @@ def analyze_ok(argv, timeout=None):
 class Host(object):
     """The paths of one server on a host under ``root``."""
 
-    def __init__(self, root):
+    def __init__(self, root, service=SERVICE):
         self.root = str(root)
-        self.unit = self.p("etc/systemd/system/%s.service" % SERVICE)
-        self.env = self.p("etc/sglang/%s.env" % SERVICE)
-        self.secrets = self.p("etc/sglang/%s.secrets.yaml" % SERVICE)
+        self.service = service
+        self.unit = self.p("etc/systemd/system/%s.service" % service)
+        self.env = self.p("etc/sglang/%s.env" % service)
+        self.secrets = self.p("etc/sglang/%s.secrets.yaml" % service)
         self.launcher = self.p("usr/local/lib/gpuserve-sglang/sglang_launch.py")
         self.nccl = self.p("etc/sglang/nccl.env")
         self.site = self.p("site/sitecustomize.py")
         self.record = self.p("opt/sglang/install-record.json")
         self.backup = self.p("etc/sglang/backup")
-        self.last_good = self.backup + "/last-good"
+        self.last_good = self.backup + "/%s.last-good" % service   # the unit's own state (issue 47)
         for path in (self.unit, self.env, self.nccl, self.site, self.record, self.launcher):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         self.systemctl = FakeSystemctl()
@@ -127,7 +128,7 @@ class Host(object):
     def desired(self, version="1", key=KEY, keep_secrets=False, rollback=True, launcher="launcher 1\n", **extra):
         files = [
             FileSpec(self.unit, "# Deployment record: /etc/sglang/%s.md\n[Service]\nExecStart=/bin/true --v %s\n"
-                     % (SERVICE, version), "0644", USER, GROUP, kind=UNIT, verify_unit=True),
+                     % (self.service, version), "0644", USER, GROUP, kind=UNIT, verify_unit=True),
             FileSpec(self.env, "# Managed\nSGLANG_API_KEY=%s\nV=%s\n" % (key, version), "0600", USER, GROUP, kind=ENV),
             FileSpec(self.secrets, ("api-key: %s\n" % key) if key else None, "0640", USER, GROUP, kind=SECRETS,
                      secret=True),
@@ -135,7 +136,7 @@ class Host(object):
         if launcher:
             files.append(FileSpec(self.launcher, launcher, "0755", USER, GROUP, kind=LAUNCHER))
         dirs = [DirSpec(self.p("etc/sglang"), "0755", USER, GROUP)]
-        return Desired(SERVICE, files, dirs, reads=[self.nccl, self.site], install_record=self.record,
+        return Desired(self.service, files, dirs, reads=[self.nccl, self.site], install_record=self.record,
                        backup_dir=self.backup, backup_keep=2, keep_secrets=keep_secrets, rollback=rollback,
                        secrets_to_mask=[key] if key else [], host_name="node-a", **extra)
 

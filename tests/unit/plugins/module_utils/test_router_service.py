@@ -158,7 +158,7 @@ def test_first_deployment_lands_starts_verifies_keeps_and_records(gw):
     assert result["action"] == "start" and result["changed"]
     assert result["restart"]["action"] == "started" and result["restart"]["invocation_id"] == "inv1"
     assert oct(os.stat(gw.env).st_mode & 0o777) == "0o600" and oct(os.stat(gw.launcher).st_mode & 0o777) == "0o644"
-    with open(gw.backup + "/last-good/manifest.json") as handle:
+    with open(gw.backup + "/" + SERVICE + ".last-good/manifest.json") as handle:
         manifest = json.load(handle)
     assert manifest["invocation_id"] == "inv1"
     # the environment file holds the key: never kept, no checksum shown
@@ -189,7 +189,7 @@ def test_a_change_restarts_once_and_keeps_the_new_set(gw):
     result = gw.machine(gw.params("2")).converge()
     assert result["action"] == "restart" and result["reasons"] == ["unit would change"]
     assert gw.systemctl.commands == ["daemon-reload", "restart %s.service" % SERVICE]
-    assert gw.read(gw.unit).endswith("--v 2\n") and not os.path.exists(gw.backup + "/last-good/txn.json")
+    assert gw.read(gw.unit).endswith("--v 2\n") and not os.path.exists(gw.backup + "/" + SERVICE + ".last-good/txn.json")
     assert "| action | restarted once (unit or environment changed) |" in gw.read(gw.record)
 
 
@@ -217,7 +217,7 @@ def test_a_failing_verification_restores_the_previous_unit_and_verifies_it(gw):
         "stop %s.service" % SERVICE, "daemon-reload", "restart %s.service" % SERVICE]
     assert gw.verifies[-3:] == [("status", "inv3")] * 3   # the restored router is verified: asked until it answers
     assert failure.value.result["rolled_back"] is True
-    assert not os.path.exists(gw.backup + "/last-good/txn.json")
+    assert not os.path.exists(gw.backup + "/" + SERVICE + ".last-good/txn.json")
 
 
 def test_first_deployment_failing_has_no_rollback_and_says_so(gw):

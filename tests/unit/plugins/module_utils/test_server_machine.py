@@ -115,8 +115,8 @@ def test_a_unit_refused_by_systemd_analyze_lands_nothing(host):
         host.machine(host.desired("2"), run=refuse).converge()
     assert "systemd-analyze verify refused" in info.value.msg and "Nothing was changed" in info.value.msg
     after = host.snapshot()
-    assert {p: v for p, v in after.items() if "/last-good" not in p} == \
-        {p: v for p, v in before.items() if "/last-good" not in p}
+    assert {p: v for p, v in after.items() if host.last_good not in p} == \
+        {p: v for p, v in before.items() if host.last_good not in p}
     assert not os.path.exists(host.last_good + "/txn.json")
     assert host.runners.calls == []
 
@@ -480,3 +480,90 @@ def test_the_failures_journal_is_read_again_with_the_invocations_last_lines_mask
         host.machine(host.desired("2"), run=run).converge()
     assert asked and asked[0].startswith("_SYSTEMD_INVOCATION_ID=")
     assert "Received sigquit from a child process" in info.value.msg and KEY not in info.value.msg
+
+
+# ---- two units on one host: each its own state (issue 47 defect 1) ----------------------------------------------
+def _two_units(tmp_path):
+    """Two servers on one host (two models on 4 GPUs each): one backup directory, nccl.env, sitecustomize and
+    install record shared, each unit its own files and systemd state; both deployed by their own runs."""
+    first, second = Host(tmp_path, "sglang-a"), Host(tmp_path, "sglang-b")
+    first.write(first.nccl, "NCCL_P2P_LEVEL=SYS\n")
+    first.write(first.site, "import os  # v1\n")
+    first.write(first.record, '{"sglang": "0.5.9"}\n')
+    first.machine(first.desired("1")).converge()
+    second.machine(second.desired("1")).converge()
+    first.age_everything()
+    second.age_everything()
+    for unit in (first, second):
+        unit.runners.calls[:] = []
+        unit.systemctl.commands[:] = []
+    return first, second
+
+
+def test_two_units_on_one_host_are_each_a_no_op(tmp_path):
+    """7d0d57e: one shared last-good directory; the second unit's keep replaced the first's manifest, and every
+    later run of either verified 'the running invocation ... never verified by this role' (changed)."""
+    first, second = _two_units(tmp_path)
+    assert first.last_good != second.last_good
+    for unit in (first, second, first, second):
+        result = unit.machine(unit.desired("1")).converge()
+        assert result["action"] == "none" and not result["changed"], result["notices"]
+        assert unit.runners.calls[-1] == ("started", False)
+    assert manifest(first)["invocation_id"] == "inv1" and manifest(second)["invocation_id"] == "inv1"
+    assert first.unit in manifest(first)["files"] and second.unit not in manifest(first)["files"]
+
+
+def test_one_unit_fails_and_rolls_back_the_other_untouched(tmp_path):
+    first, second = _two_units(tmp_path)
+    before = dict((p, v) for p, v in second.snapshot().items() if "sglang-b" in p)
+    first.runners.hooks.append(fail_start(first.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        first.machine(first.desired("2")).converge()
+    assert "Rolled back" in info.value.msg and first.read(first.unit).endswith("--v 1\n")
+    assert dict((p, v) for p, v in second.snapshot().items() if "sglang-b" in p) == before
+    assert second.systemctl.commands == [] and second.runners.calls == []
+    result = second.machine(second.desired("1")).converge()
+    assert result["action"] == "none" and not result["changed"]
+
+
+def test_a_change_of_one_unit_in_progress_is_not_undone_by_the_other(tmp_path):
+    first, second = _two_units(tmp_path)
+    machine = first.machine(first.desired("2"))
+    machine.read()
+    machine.prepare_files()                     # the first unit's change landed; its run is still going
+    assert os.path.exists(first.last_good + "/txn.json")
+    result = second.machine(second.desired("1")).converge()
+    assert result["action"] == "none" and not result["changed"]
+    assert first.read(first.unit).endswith("--v 2\n") and os.path.exists(first.last_good + "/txn.json")
+
+
+def test_the_shared_layout_moves_to_the_unit_without_a_restart(tmp_path, host):
+    """A host deployed before issue 47: the state in <backup>/last-good. The first run moves it (one rename),
+    restarts nothing, and the kept copies still restore."""
+    deployed(host)
+    legacy = host.backup + "/last-good"
+    os.rename(host.last_good, legacy)
+    check = host.machine(host.desired("1"), check_mode=True).converge()
+    assert check["action"] == "none" and check["changed"] and os.path.isdir(legacy)
+    assert any("would move" in a for a in check["actions"])
+    result = host.machine(host.desired("1")).converge()
+    assert result["action"] == "none" and host.runners.calls[-1] == ("started", False)
+    assert not os.path.exists(legacy) and manifest(host)["invocation_id"] == "inv1"
+    assert any("per-unit layout" in a for a in result["actions"])
+    again = host.machine(host.desired("1")).converge()
+    assert not again["changed"]
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert "Rolled back" in info.value.msg and "V=1" in host.read(host.env)
+
+
+def test_the_shared_layout_of_another_unit_is_left_to_it(tmp_path, host):
+    deployed(host)
+    legacy = host.backup + "/last-good"
+    os.rename(host.last_good, legacy)
+    other = Host(tmp_path, "sglang-other")
+    other.machine(other.desired("1")).converge()
+    assert os.path.isdir(legacy) and manifest(other)["invocation_id"] == "inv1"
+    host.machine(host.desired("1")).converge()
+    assert not os.path.exists(legacy) and os.path.isdir(host.last_good)
