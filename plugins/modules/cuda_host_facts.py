@@ -113,6 +113,7 @@ def main():
             ldconfig_dir=dict(type="str", default=_cuda_facts.LDCONFIG_DIR),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     try:
         facts = _cuda_facts.gather(module.params["paths"], module.params["ldconfig_dir"])

@@ -359,6 +359,7 @@ def main():
             verify=dict(type="dict", default={}, options=VERIFY),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
 
     def run(argv, data=None, environ_update=None):

@@ -204,6 +204,7 @@ def main():
             verify=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     try:
         result = NcclTuning(module.params, check_mode=module.check_mode).converge()

@@ -239,6 +239,7 @@ def main():
             identify_units=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
 
     def run(argv):

@@ -195,6 +195,7 @@ def main():
             timeout=dict(type="float", default=300.0),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     p = module.params
     if p["max_tokens"] < 1 or p["repeat"] < 1 or p["allowed_mismatches"] < 0 or p["evict_tokens"] < 0 \

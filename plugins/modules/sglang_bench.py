@@ -209,6 +209,7 @@ def main():
             max_errors=dict(type="int", default=0),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     params = module.params
     lines = None

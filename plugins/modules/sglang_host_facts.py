@@ -222,6 +222,7 @@ def main():
             cuda_home=dict(type="str", default=""),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     params = module.params
     try:

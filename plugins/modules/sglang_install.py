@@ -231,6 +231,7 @@ def main():
             controller_files=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     p = dict(module.params)
     files = p.pop("controller_files") or {}

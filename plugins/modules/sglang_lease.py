@@ -197,6 +197,7 @@ def main():
             directory=dict(type="path", default=_lease.LEASE_DIR),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     params = module.params
     directory = params["directory"]

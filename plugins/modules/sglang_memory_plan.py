@@ -466,6 +466,7 @@ def main():
         ),
         required_one_of=[("model_path", "geometry")],
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     try:
         result = plan(module.params, module.run_command, warn=module.warn)

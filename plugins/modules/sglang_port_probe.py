@@ -91,6 +91,7 @@ def main():
             fail_msg=dict(type="str", default=""),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     host, ports, timeout = module.params["host"], module.params["ports"], module.params["timeout"]
     if not host or any(ord(c) < 33 or ord(c) == 127 for c in host) or host.startswith("["):

@@ -226,6 +226,7 @@ def main():
             min_free_disk_gb=dict(type="raw", default=20),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     free = module.params["min_free_disk_gb"]
     if isinstance(free, bool) or not isinstance(free, numbers.Number):

@@ -73,7 +73,7 @@ options:
       path: {description: The directory., type: path, required: true}
       mode: {description: Its mode., type: str, default: "0755"}
   backup_dir:
-    description: The last good set (C(last-good/)), the transaction and the replaced units' copies.
+    description: The last good set (C(<name>.last-good/)), the transaction and the replaced units' copies.
     type: path
     required: true
   backup_keep:
@@ -187,6 +187,7 @@ def main():
             host_name=dict(type="str"),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     p = module.params
     if p["name"].endswith(".service") or p["backup_keep"] < 0 or p["router"]["timeout"] <= 0:

@@ -255,6 +255,7 @@ def main():
             poll_interval=dict(type="float", default=0.5),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     params = module.params
     for name in ("routers", "workers", "fleet"):

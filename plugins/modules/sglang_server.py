@@ -15,7 +15,7 @@ description:
   - Takes the desired state of one SGLang server unit on one host (the unit, its environment file, the secrets file
     for SGLang's C(--config), the launcher, the directories, the other files the server reads) and does, in Python on
     the host - compare with what is there (the diff in C(--diff)); open a write-ahead transaction
-    (C(<backup_dir>/last-good/txn.json)) with a copy of every file it will replace; land the files atomically
+    (C(<backup_dir>/<name>.last-good/txn.json), each unit its own state directory) with a copy of every file it will replace; land the files atomically
     (temporary file and rename; the unit only after C(systemd-analyze verify) accepted it); enable, daemon-reload;
     restart ONCE (through C(deactivating)) or start, and verify the new invocation (M(gpuserve.sglang.sglang_service)'s
     runner); run the gates (benchmark, answers); then keep the set the verified invocation read as the last good one,
@@ -446,6 +446,7 @@ def main():
             lock_wait=dict(type="int"),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     p = module.params
     found = problems(p)

@@ -408,6 +408,7 @@ def main():
             follow=dict(type="bool", default=True),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     params = module.params
     if params["timeout"] <= 0:

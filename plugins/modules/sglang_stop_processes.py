@@ -82,6 +82,7 @@ def main():
             timeout=dict(type="float", default=30.0),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     matches = module.params["match"]
     problems = match_problems(matches)

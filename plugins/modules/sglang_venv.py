@@ -82,6 +82,7 @@ def main():
             python=dict(type="str", required=True),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     path, python = module.params["path"], module.params["python"]
     if not path.startswith("/") or any(ord(c) < 32 or ord(c) == 127 for c in path):
