@@ -8,9 +8,8 @@
   not set (the one table, per release);
 - sglang_server_models: what the model preflight reads (the model, the draft model);
 - sglang_server_refusals: every refusal of the preflight, one message each, in one list (one assert);
-- sglang_group_verdict / sglang_group_due: a group of hosts that moves as one (a server over several hosts):
-  every node's registered result of gpuserve.sglang.sglang_server for one phase, and whether a restart is due on
-  any node.
+- sglang_group: a group of hosts that moves as one (a server over several hosts): the one verdict function
+  (module_utils/_server/group.py) over every node's registered result of gpuserve.sglang.sglang_server.
 
 Pure functions, no host access (tests/unit/plugins/filter/test_server_role.py).
 """
@@ -23,6 +22,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import to_bool, to_nice_yaml
 
 from ansible_collections.gpuserve.sglang.plugins.filter.server_inputs import sglang_input_problems
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server import group as _group
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (
     sglang_args_merge, sglang_args_problems, sglang_argv, sglang_pd_server_args, sglang_release_args)
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_cmdline, sglang_envfile
@@ -319,53 +319,15 @@ def sglang_server_account_ok(account, groups=()):
                 and not set(wanted) - set(account.get("groups") or []))
 
 
-def _why_not(result, phase):
-    if not isinstance(result, dict) or not result:
-        return "no result (it did not run this step)"
-    if result.get("unreachable"):
-        return "unreachable"
-    if result.get("failed"):
-        return "failed: %s" % (str(result.get("msg") or "").splitlines() or [""])[0][:300]
-    if result.get("skipped"):
-        return "skipped"
-    if result.get("phase") != phase:
-        return "no result of the %s step in this run" % phase
-    return ""
-
-
-def sglang_group_verdict(nodes, hostvars, play_hosts, phase, result="sglang_server"):
-    """The group's verdict on one step (``phase``: prepare, restart) of a server over several hosts: a message for
-    each node that is not fine, [] when every node is (and for a server on one host). A node is fine when it is
-    still in ``play_hosts`` (ansible_play_batch: Ansible drops a host that failed or was unreachable) and its
-    registered result ``result`` is this step's and succeeded. On the restart step node 0's gates are part of its
-    result (they ran inside it)."""
-    if not nodes or isinstance(nodes, string_types):
-        return []
-    play_hosts = list(play_hosts or [])
-    problems = []
-    for index, node in enumerate(nodes):
-        where = "%s (node %d)" % (node, index)
-        if node not in play_hosts:
-            problems.append("%s is not in the play any more (it failed, was refused or is unreachable)" % where)
-            continue
+def sglang_group(nodes, hostvars, play_hosts, phase, group="", result="sglang_server"):
+    """The group's verdict on ``phase`` of a server over several hosts (module_utils/_server/group.py: the one
+    function): problems, whether a restart is due on any node, the nodes with an earlier run's open change, and
+    the decision the rescue carries out on every node."""
+    results = {}
+    for node in (nodes if isinstance(nodes, (list, tuple)) else []):
         facts = hostvars[node] if node in hostvars else {}
-        why = _why_not(facts.get(result), phase)
-        if why:
-            problems.append("%s: %s" % (where, why))
-    return problems
-
-
-def sglang_group_due(nodes, hostvars, result="sglang_server"):
-    """Whether a restart is due on any node of the group (a node restarted alone cannot join the others' ranks:
-    a restart due on one node is due on every node)."""
-    if not nodes or isinstance(nodes, string_types):
-        return False
-    for node in nodes:
-        facts = hostvars[node] if node in hostvars else {}
-        found = facts.get(result)
-        if isinstance(found, dict) and _bool(found.get("restart_due", False)):
-            return True
-    return False
+        results[node] = facts.get(result)
+    return _group.verdict(nodes, results, play_hosts, phase, group)
 
 
 class FilterModule(object):
@@ -389,6 +351,5 @@ class FilterModule(object):
             "sglang_server_identity": sglang_server_identity,
             "sglang_server_gpu_groups": sglang_server_gpu_groups,
             "sglang_server_account_ok": sglang_server_account_ok,
-            "sglang_group_verdict": sglang_group_verdict,
-            "sglang_group_due": sglang_group_due,
+            "sglang_group": sglang_group,
         }

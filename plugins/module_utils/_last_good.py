@@ -84,7 +84,7 @@ def file_state(path, checksum=False):
     return state
 
 
-def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep_secrets=False):
+def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep_secrets=False, group=""):
     """The manifest of a verified invocation from ``[(path, file_state(path, checksum=True))]``; the kept copies
     are named after the invocation (copy_path). A file of ``secret_paths`` is restorable (and copied) only with
     ``keep_secrets``."""
@@ -104,6 +104,9 @@ def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep
     data = {"invocation_id": invocation_id or "", "files": files}
     if keep_secrets and any(path in secret_paths for path in files):
         data["secrets_kept"] = True
+    if group:
+        # the group change this set was kept by: the evidence that the group's verdict on it was keep (issue 47)
+        data["group"] = group
     return data
 
 
@@ -182,7 +185,8 @@ def _needs_write(dest, data):
         return handle.read() != data
 
 
-def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False, keep_secrets=False):
+def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False, keep_secrets=False,
+         group=""):
     """After a verified start: the set of this invocation, replaced as a whole. Each restorable file that exists
     is copied to a name of this invocation (the copies the current manifest names are not touched), then the
     manifest is renamed into place (the switch), then the copies no manifest names any more are removed. A kill
@@ -202,7 +206,7 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
             os.chown(directory, 0, 0)
             written.append(directory)
     states = [(path, file_state(path, checksum=True)) for path in paths]
-    data = manifest(states, invocation_id, restorable, directory, secret_paths, keep_secrets)
+    data = manifest(states, invocation_id, restorable, directory, secret_paths, keep_secrets, group)
     for path, entry in data["files"].items():
         if "kept_at" not in entry:
             continue

@@ -63,17 +63,34 @@ options:
     description:
       - V(converge) - one host, all of it in one call.
       - V(prepare) - a group's first phase - finish an open change, land, enable, reload; no restart (RV(restart_due)).
+        A group change an earlier run left open is not settled here - it is reported (RV(group_state)) and nothing
+        lands.
       - V(restart) - restart (or start, or verify) when due here or O(force_restart), then the gates where
-        O(gates_here).
-      - V(commit) - the group's verdict was a pass - keep the set, close the change, venv link, record, claim.
-      - V(restore) - the group's verdict was a no - put the last good set back and verify it (O(reason)).
+        O(gates_here). A node where nothing restarts opens no transaction.
+      - V(decide) - the group's verdict was a pass - the decision (keep) recorded in this node's open change before
+        any node acts on it.
+      - V(commit) - keep the set, close the change, venv link, record, claim.
+      - V(restore) - the group's verdict was a no - put the last good set back and verify it (O(reason)); refused
+        where this node's change was decided kept.
+      - V(finish) - the group's decision O(decision) on this node - commit where this node's open change is the
+        decided group change (or none is open), else restore. Idempotent.
     type: str
-    choices: [converge, prepare, restart, commit, restore]
+    choices: [converge, prepare, restart, decide, commit, restore, finish]
     default: converge
   force_restart:
     description: With O(phase=restart) - restart although nothing is due here (a restart due on one node is due on all).
     type: bool
     default: false
+  group:
+    description: The group change this call is a phase of (the run's id) - recorded in the transaction and in the
+      last good set kept by it.
+    type: str
+    default: ""
+  decision:
+    description: With O(phase=finish) - the group's decision (C(group), the group change; C(keep), keep it or not),
+      from the one verdict function (C(module_utils/_server/group.py)).
+    type: dict
+    default: {}
   reason:
     description: With O(phase=restore) - why the group restores (in the message).
     type: str
@@ -273,6 +290,16 @@ restart_due:
   description: O(phase=prepare) - whether this node restarts, starts or verifies in the restart phase.
   returned: with O(phase=prepare)
   type: bool
+group_state:
+  description: O(phase=prepare) - this node's open group change (C(open) - C(id), C(phase), C(decision)) and the group
+    change its last good set was kept by (C(kept_group)); read by the group's verdict.
+  returned: with O(phase=prepare)
+  type: dict
+group_decision:
+  description: V(commit) once this node recorded the group's decision to keep (O(phase=decide) or O(phase=commit),
+    also in a failed commit's result).
+  returned: with O(phase=decide) and O(phase=commit)
+  type: str
 diff:
   description: Before and after of each file that changes (no secret in it).
   returned: always
@@ -405,7 +432,10 @@ def main():
         argument_spec=dict(
             name=dict(type="str", required=True),
             state=dict(type="str", default="deployed", choices=["deployed", "verified", "due"]),
-            phase=dict(type="str", default="converge", choices=["converge", "prepare", "restart", "commit", "restore"]),
+            phase=dict(type="str", default="converge",
+                       choices=["converge", "prepare", "restart", "decide", "commit", "restore", "finish"]),
+            group=dict(type="str", default=""),
+            decision=dict(type="dict", default={}),
             force_restart=dict(type="bool", default=False),
             reason=dict(type="str", default="the group's verdict was a no"),
             unit=dict(type="dict", required=True, options=dict(FILE)),
@@ -476,7 +506,7 @@ def main():
                                 bench_gate=bench_gate(p), recorder=recorder(p, module.check_mode),
                                 stop_strays=stop_strays(p, module.check_mode), free_gpus=free_gpus(p),
                                 gates_here=p["gates_here"],
-                                check_mode=module.check_mode, force_restart=p["force_restart"])
+                                check_mode=module.check_mode, force_restart=p["force_restart"], group=p["group"])
     # One call at a time on the unit (_server/worklock.py): a call whose controller died may still be finishing
     # its transaction on this host; wait for it, then read the host as it left it.
     if p["state"] == "deployed" and not module.check_mode:
@@ -497,8 +527,13 @@ def main():
             result = lifecycle.prepare()
         elif p["phase"] == "restart":
             result = lifecycle.restart(force=p["force_restart"])
+        elif p["phase"] == "decide":
+            result = lifecycle.decide()
         elif p["phase"] == "commit":
             result = lifecycle.commit()
+        elif p["phase"] == "finish":
+            result = lifecycle.finish_group((p["decision"] or {}).get("group") or "",
+                                            bool((p["decision"] or {}).get("keep")), p["reason"])
         elif p["phase"] == "restore":
             result = lifecycle.restore_phase(p["reason"])
         else:

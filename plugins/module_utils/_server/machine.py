@@ -89,7 +89,7 @@ class ServerLifecycle(object):
 
     def __init__(self, desired, systemctl, run, runner_factory, answers_gate=None, bench_gate=None, recorder=None,
                  stop_strays=None, free_gpus=None, gates_here=True, check_mode=False, clock=time.time,
-                 force_restart=False):
+                 force_restart=False, group=""):
         self.desired = desired
         self.systemctl = systemctl
         self.run = run
@@ -103,6 +103,7 @@ class ServerLifecycle(object):
         self.check_mode = bool(check_mode)
         self.clock = clock
         self.force_restart = bool(force_restart)
+        self.group = group or ""    # the group change this call is a phase of (a server over several hosts)
         self.directory = None     # the unit's state directory, settled by the first read (_server/layout.py)
         self.moved = ""
         self.secrets = list(desired.secrets_to_mask)
@@ -210,9 +211,29 @@ class ServerLifecycle(object):
         self.commit_set(verified, bench)
         return self.finish()
 
+    def group_state(self):
+        """What the group's verdict (_server/group.py) needs of this node: its open group change (id, phase, the
+        decision recorded) and the group change its last good set was kept by."""
+        record = self.host.txn or {}
+        state = {"kept_group": self.host.manifest.get("group") or ""}
+        if record and "group" in record and not self.host.restore_open:
+            state["open"] = {"id": record.get("group") or "", "phase": record.get("phase") or "",
+                             "decision": record.get("decision") or ""}
+        return state
+
     def prepare(self):
-        """A group's first phase: plan, finish an open change, land, enable, reload; no restart."""
+        """A group's first phase: plan, land, enable, reload; no restart. A group change an earlier run left open
+        here is NOT settled by this node alone (it may have been kept on the others): it is reported, this run
+        lands nothing, and the group's verdict finishes it on every node as it was decided."""
         self.read()
+        self.result["group_state"] = self.group_state()
+        if self.result["group_state"].get("open"):
+            self.result["restart_due"] = False
+            self.notice("%s: an earlier run's change of this server (group change %s, phase %s) is open on this "
+                        "node: the group finishes it as it was decided before this run changes anything"
+                        % (self.desired.service, self.result["group_state"]["open"]["id"] or "?",
+                           self.result["group_state"]["open"]["phase"] or "?"))
+            return self.finish()
         if self.check_mode:
             return self.check()
         self.settle_open()
@@ -224,19 +245,29 @@ class ServerLifecycle(object):
         """A group's second phase: restart (or start, or verify an unknown invocation) when due here or
         ``force`` (a restart due on one node is due on all), then the gates where ``gates_here``."""
         self.read(own_txn=True)
+        if force and self.plan.action in ("none", "keep_only", "verify_only"):
+            # due on another node: --check says so too (a node restarted alone cannot join the others' ranks)
+            self.plan.action = "restart"
+            self.result["action"] = "restart"
+            self.result["reasons"].append("a restart is due on another node of this server")
         if self.check_mode:
             return self.check()
         if self.plan.action == "finish_restore":
             raise self.failure("%s: an earlier run left its rollback unfinished: run the prepare phase first"
                                % self.desired.service)
-        if force and self.plan.action in ("none", "keep_only", "verify_only"):
-            self.plan.action = "restart"
-            self.result["action"] = "restart"
         self.before_start()
+        if self.plan.action in ("none", "keep_only"):
+            # nothing restarts here (no node is due): no transaction, so that a kill or a flaky gate now leaves
+            # nothing the next run would take for a change to finish (issue 47 defect 5)
+            verified = self.start_and_verify(rollback=False)
+            self.result["verified"] = True
+            self.gates(verified, rollback=False)
+            self.result["gates_passed"] = True
+            return self.finish()
         if not txn_mod.load(self.directory):
             # nothing landed here (a stale invocation, or a restart due on another node): a record all the same,
             # so that the commit phase can report this phase's restart
-            txn_mod.begin(self.directory, self.desired.service, [], clock=self.clock)
+            txn_mod.begin(self.directory, self.desired.service, [], clock=self.clock, group=self.group)
         self.txn_phase("restarting")
         verified = self.start_and_verify(rollback=False)
         self.result["verified"] = True
@@ -246,12 +277,48 @@ class ServerLifecycle(object):
         self.txn_phase("restarted", restart=dict((k, v) for k, v in verified.items() if k != "journal_tail"))
         return self.finish()
 
-    def commit(self):
-        """A group's verdict was a pass: keep the set the verified invocation read, close the change, venv link,
-        record, claim."""
+    def decide(self):
+        """The group's verdict was a pass: the decision (keep) recorded in this node's open change, durably, before
+        any node acts on it. A later run that finds this node's change open finishes it as kept on every node; a
+        change with no decision recorded anywhere is rolled back (presumed abort)."""
         self.read(own_txn=True)
+        self.result["group_decision"] = "commit"
         if self.check_mode:
             return self.check()
+        record = txn_mod.load(self.directory)
+        if record and record.get("decision") != "commit":
+            txn_mod.set_phase(self.directory, record, record.get("phase") or "restarted", decision="commit",
+                              group=record.get("group") or self.group)
+        return self.finish()
+
+    def finish_group(self, group, keep, reason=""):
+        """The group's decision on group change ``group``, on this node: keep it (``commit``) where this node's
+        open change is that one or none is open, else put back this node's files and verify (``restore_phase``).
+        Idempotent: run again after a failure or a kill, it ends in the same state."""
+        self.read(own_txn=True)
+        record = self.host.txn or {}
+        if keep and (not record or (record.get("group") or "") == (group or "")):
+            result = self.commit()
+            result["msg"] = ("%s: %s.\nThe group decided to KEEP its change %s: this node's commit is done (invocation "
+                             "%s kept as the last good one); no node was restored."
+                             % (self.desired.service, reason or "a step of the group failed", group or "?",
+                                (self.result.get("inputs") or {}).get("invocation_id") or "?"))
+            return result
+        return self.restore_phase(reason or "the group's verdict on its change %s was a no" % (group or "?"))
+
+    def commit(self):
+        """A group's verdict was a pass: keep the set the verified invocation read, close the change, venv link,
+        record, claim. The decision is recorded first where the decide phase did not (it ran before any commit)."""
+        self.read(own_txn=True)
+        self.result["group_decision"] = "commit"
+        if self.check_mode:
+            return self.check()
+        record = txn_mod.load(self.directory)
+        if record:
+            # the set is kept under the group change it belongs to (an earlier run's, when this finishes it)
+            self.group = record.get("group") or self.group
+            if record.get("decision") != "commit":
+                txn_mod.set_phase(self.directory, record, record.get("phase") or "restarted", decision="commit")
         restarted = (txn_mod.load(self.directory) or {}).get("restart") or {}
         ok, res = self.runner_factory("verified").execute()
         # the restart phase's result, as a single host's converge reports its restart
@@ -271,6 +338,11 @@ class ServerLifecycle(object):
         if self.check_mode:
             return self.check()
         record = self.host.txn or {}
+        if record.get("decision") == "commit":
+            # the group decided to keep this change: this node's commit is retried, never restored alone
+            raise self.failure("%s: %s. This node's change (group change %s) was decided KEPT for every node: it is "
+                               "not restored alone (that would break the running group); the next run finishes "
+                               "its commit." % (self.desired.service, reason, record.get("group") or "?"))
         if not self.host.restore_open and record.get("phase", "landing") in self.NOT_RESTARTED:
             undone = self.undo_landed(record)
             self.result["msg"] = ("%s: %s.\nNothing was stopped or restarted on %s: %s."
@@ -366,7 +438,7 @@ class ServerLifecycle(object):
             return
         if plan.land or plan.dirs:
             txn_mod.begin(self.directory, self.desired.service, [spec.path for spec in plan.land],
-                          self.desired.secret_paths, self.desired.keep_secrets, self.clock)
+                          self.desired.secret_paths, self.desired.keep_secrets, self.clock, group=self.group)
         try:
             landed = land(plan, self.desired, self.run, systemctl=self.systemctl, clock=self.clock)
         except LandError as exc:
@@ -596,7 +668,7 @@ class ServerLifecycle(object):
             self.txn_phase("verified", invocation_id=invocation)
             kept = _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
                                    secret_paths=self.desired.secret_paths, invocation_id=invocation,
-                                   keep_secrets=self.desired.keep_secrets)
+                                   keep_secrets=self.desired.keep_secrets, group=self.group)
             manifest = kept["manifest"]
             if kept["changed"]:
                 self.did("kept the last good set of invocation %s" % invocation)

@@ -53,7 +53,7 @@ def load(directory):
     return _last_good.rebase(data, directory) if data else data
 
 
-def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=time.time):
+def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=time.time, group=""):
     """Open the transaction of a change that will replace ``paths``: each existing file copied first (not a secret
     one unless ``keep_secrets``), then the record renamed into place. Returns the record."""
     _ensure_dir(directory)
@@ -73,6 +73,8 @@ def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=
                 entry["kept_at"] = dest
         files[path] = entry
     record = {"id": txn_id, "since": round(clock(), 3), "phase": "landing", "service": service, "files": files}
+    if group:
+        record["group"] = group    # the group change it belongs to (a server over several hosts, issue 47)
     _write(directory, record)
     return record
 

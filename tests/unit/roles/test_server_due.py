@@ -28,7 +28,7 @@ WRITE_FILES = """
         _server_phase: prepare
     - name: The change closed
       ansible.builtin.file:
-        path: "{{ sglang_config_dir }}/backup/{{ sglang_service_name }}.last-good/txn.json"
+        path: "{{ sglang_config_dir }}/backup/sglang-kimi.last-good/txn.json"
         state: absent
 """
 

@@ -304,11 +304,12 @@ def test_a_node_missing_from_the_play_stops_the_group_before_any_node_stops():
     test_server_role.py (sglang_group_verdict)."""
     block = _yaml("tasks", "group.yml")[0]
     steps = block["block"]
-    assert [t.get("vars", {}).get("_server_phase") for t in steps] == ["prepare", None, "restart", None, "commit"]
-    assert all(t.get("ansible.builtin.import_tasks") == "run.yml" for t in steps[0::2])
-    prepared = steps[1]["vars"]["_server_problems"]
-    assert "sglang_group_verdict(hostvars, ansible_play_batch, 'prepare')" in prepared
-    assert steps[1]["ansible.builtin.assert"]["that"] == "_server_problems | length == 0"
+    assert [t.get("vars", {}).get("_server_phase") for t in steps] == [
+        "prepare", None, "restart", None, "decide", "commit"]
+    assert all(t.get("ansible.builtin.import_tasks") == "run.yml" for t in steps[0:5:2] + steps[4:])
+    prepared = steps[1]["vars"]["_verdict"]
+    assert "sglang_group(hostvars, ansible_play_batch, 'prepare')" in prepared
+    assert steps[1]["ansible.builtin.assert"]["that"] == "_verdict.problems | length == 0"
     assert "Nothing was stopped or restarted on any node" in steps[1]["ansible.builtin.assert"]["fail_msg"]
     # a node is "ready" only in this run: its preflight empties the result the verdicts read
     reset = _yaml("tasks", "nodes.yml")[0]["ansible.builtin.set_fact"]
@@ -316,7 +317,8 @@ def test_a_node_missing_from_the_play_stops_the_group_before_any_node_stops():
     assert _yaml("tasks", "run.yml")[0]["register"] == "sglang_server"
     # a restart due on one node is due on all: a node restarted alone cannot join the others' ranks
     module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
-    assert module["force_restart"] == "{{ sglang_server_nodes | gpuserve.sglang.sglang_group_due(hostvars) }}"
+    assert module["force_restart"] == "{{ _server_verdict.due }}"
+    assert "sglang_group(hostvars, ansible_play_batch" in _yaml("vars", "main.yml")["_server_verdict"]
     assert module["phase"] == "{{ _server_phase | default('converge') | replace('due', 'converge') }}"
 
 
@@ -327,14 +329,17 @@ def test_the_gates_run_before_the_groups_verdict_and_no_node_keeps_before_it():
     a no (or any failure in the block) restores every node."""
     block = _yaml("tasks", "group.yml")[0]
     steps = block["block"]
-    restart, verdict, commit = steps[2], steps[3], steps[4]
+    restart, verdict, decide, commit = steps[2], steps[3], steps[4], steps[5]
     assert restart["vars"]["_server_phase"] == "restart" and commit["vars"]["_server_phase"] == "commit"
-    assert "sglang_group_verdict(hostvars, ansible_play_batch, 'restart')" in verdict["vars"]["_server_problems"]
-    assert verdict["ansible.builtin.assert"]["that"] == "_server_problems | length == 0"
+    assert decide["vars"]["_server_phase"] == "decide"
+    assert "sglang_group(hostvars, ansible_play_batch, 'restart')" in verdict["vars"]["_verdict"]
+    assert verdict["ansible.builtin.assert"]["that"] == "_verdict.problems | length == 0"
     module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
     assert module["gates_here"] == "{{ sglang_server_nodes[:1] in [[], [inventory_hostname]] }}"
     rescue = block["rescue"]
-    assert rescue[0]["ansible.builtin.import_tasks"] == "run.yml" and rescue[0]["vars"]["_server_phase"] == "restore"
+    # the rescue carries out the group's ONE decision (module_utils/_server/group.py): keep or restore, every node
+    assert rescue[0]["ansible.builtin.import_tasks"] == "run.yml" and rescue[0]["vars"]["_server_phase"] == "finish"
+    assert module["decision"] == "{{ _server_verdict.decision }}"
     assert "ansible.builtin.fail" in rescue[1] and "ansible_failed_result.msg" in rescue[1]["ansible.builtin.fail"]["msg"]
     # the restore is told why (the verdict's reason reaches the module's result and the record)
     assert module["reason"] == "{{ ansible_failed_result.msg | default('') }}"

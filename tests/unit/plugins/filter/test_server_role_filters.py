@@ -484,15 +484,19 @@ def _hostvars(**results):
     return {node: {"sglang_server": results.get(node.replace("-", "_"), ok)} for node in NODES}
 
 
+def _problems(*args, **kwargs):
+    return r.sglang_group(*args, **kwargs)["problems"]
+
+
 def test_verdict_all_fine_and_a_server_on_one_host():
-    assert r.sglang_group_verdict(NODES, _hostvars(), NODES, "prepare") == []
-    assert r.sglang_group_verdict([], _hostvars(), NODES, "prepare") == []
-    assert r.sglang_group_verdict(None, {}, [], "restart") == []
-    assert r.sglang_group_verdict("gpu-a1", _hostvars(), NODES, "prepare") == []
+    assert _problems(NODES, _hostvars(), NODES, "prepare") == []
+    assert _problems([], _hostvars(), NODES, "prepare") == []
+    assert _problems(None, {}, [], "restart") == []
+    assert _problems("gpu-a1", _hostvars(), NODES, "prepare") == []
 
 
 def test_verdict_a_node_not_in_the_play():
-    assert r.sglang_group_verdict(NODES, _hostvars(), ["gpu-a1", "gpu-a3"], "prepare") == [
+    assert _problems(NODES, _hostvars(), ["gpu-a1", "gpu-a3"], "prepare") == [
         "gpu-a2 (node 1) is not in the play any more (it failed, was refused or is unreachable)"]
 
 
@@ -507,34 +511,34 @@ def test_verdict_a_node_not_in_the_play():
     (None, "no result (it did not run this step)"),
 ])
 def test_verdict_names_the_node_that_is_not_fine(result, why):
-    problems = r.sglang_group_verdict(NODES, _hostvars(gpu_a2=result), NODES, "prepare")
+    problems = _problems(NODES, _hostvars(gpu_a2=result), NODES, "prepare")
     assert problems == ["gpu-a2 (node 1): " + why]
 
 
 def test_verdict_a_node_without_host_vars_and_another_result_name():
     hostvars = _hostvars()
     del hostvars["gpu-a3"]
-    assert r.sglang_group_verdict(NODES, hostvars, NODES, "prepare") == [
+    assert _problems(NODES, hostvars, NODES, "prepare") == [
         "gpu-a3 (node 2): no result (it did not run this step)"]
-    assert r.sglang_group_verdict(NODES, {n: {"mine": {"phase": "restart"}} for n in NODES}, NODES, "restart",
-                                  result="mine") == []
+    assert _problems(NODES, {n: {"mine": {"phase": "restart"}} for n in NODES}, NODES, "restart",
+                     result="mine") == []
 
 
 def test_verdict_of_the_restart_step_reads_node_0s_gates_in_its_result():
     results = {n.replace("-", "_"): {"phase": "restart"} for n in NODES}
     results["gpu_a1"] = {"phase": "restart", "failed": True, "msg": "benchmark regression: 10 tok/s"}
-    assert r.sglang_group_verdict(NODES, _hostvars(**results), NODES, "restart") == [
+    assert _problems(NODES, _hostvars(**results), NODES, "restart") == [
         "gpu-a1 (node 0): failed: benchmark regression: 10 tok/s"]
 
 
 def test_group_due():
-    assert r.sglang_group_due(NODES, _hostvars()) is False
-    assert r.sglang_group_due(NODES, _hostvars(gpu_a3={"phase": "prepare", "restart_due": True})) is True
-    assert r.sglang_group_due(NODES, _hostvars(gpu_a2={"restart_due": "false"})) is False
-    assert r.sglang_group_due(NODES, {"gpu-a1": {"sglang_server": None}}) is False
-    assert r.sglang_group_due(NODES, {}, result="other") is False
-    assert r.sglang_group_due([], _hostvars(gpu_a1={"restart_due": True})) is False
-    assert r.sglang_group_due(None, {}) is False
+    due = lambda *args, **kwargs: r.sglang_group(NODES, *args, **kwargs)["due"]   # noqa: E731
+    assert due(_hostvars(), NODES, "prepare") is False
+    assert due(_hostvars(gpu_a3={"phase": "prepare", "restart_due": True}), NODES, "prepare") is True
+    assert due(_hostvars(gpu_a2={"restart_due": "false"}), NODES, "prepare") is False
+    assert due({"gpu-a1": {"sglang_server": None}}, NODES, "prepare") is False
+    assert due({}, NODES, "prepare", result="other") is False
+    assert r.sglang_group([], _hostvars(gpu_a1={"restart_due": True}), NODES, "prepare")["due"] is False
 
 
 def test_every_filter_is_listed():
@@ -543,7 +547,7 @@ def test_every_filter_is_listed():
         "sglang_server_plan", "sglang_server_models", "sglang_server_refusals", "sglang_server_notes",
         "sglang_server_envfile", "sglang_server_secrets", "sglang_server_reads", "sglang_server_install_record",
         "sglang_server_identity", "sglang_server_gate_seconds",
-        "sglang_server_gpu_groups", "sglang_server_account_ok", "sglang_group_verdict", "sglang_group_due"}
+        "sglang_server_gpu_groups", "sglang_server_account_ok", "sglang_group"}
 
 
 @pytest.mark.parametrize("gates, seconds", [
