@@ -300,15 +300,26 @@ def sglang_router_lease_failures(first, second):
             + [r for r in waited if "taken" in r and r.get("contended") and not r.get("taken")])
 
 
-def sglang_router_rescue_words(verified, held_out_file):
-    """What became of a failed worker of the rollout (rollout_rescue.yml's message, after ROLLOUT STOPPED): back
-    in every router when its previous configuration verified, else held out."""
-    v = verified or {}
-    if v.get("failed", True) is False:
-        return ("Its previous configuration verified (invocation %s) and it is back in every router."
-                % (v.get("invocation_id") or "?"))
-    return ("Its previous configuration did NOT verify: it stays out of the routers, held out in %s on every "
-            "router host until a run verifies it. %s" % (held_out_file, v.get("msg") or ""))
+def sglang_router_rescue(server, held_out_file):
+    """What becomes of a failed worker of the rollout (rollout_rescue.yml), read from gpuserve.sglang.sglang_server's
+    own result (never a second health check, issue 47): back in every router only when the module says the unit
+    serves a verified set (``serving_verified``: rolled back and the restored set verified, or never restarted and
+    still the verified invocation); else held out. Returns {readmit, words}."""
+    s = server if isinstance(server, dict) else {}
+    restored = (s.get("rollback") or {}).get("result") or {}
+    if s.get("serving_verified") is True:
+        how = ("it was rolled back and its last good configuration verified (invocation %s)"
+               % (restored.get("invocation_id") or "?") if s.get("rolled_back") else
+               "it was never restarted: the running invocation is still the verified one")
+        return {"readmit": True, "words": "The server module says %s: it is back in every router." % how}
+    why = ("the rollback did not verify" if (s.get("rollback") or {}).get("ok") is False else
+           "it was not rolled back (%s)" % ("a gate failed on a server this run did not restart"
+                                            if s.get("answers", {}).get("failed") or s.get("bench_gate") else
+                                            "no result of the server module" if not s else
+                                            "no rollback applied"))
+    return {"readmit": False,
+            "words": "It does NOT serve a verified configuration (%s): it stays out of the routers, held out in %s on "
+                     "every router host until a run verifies it. %s" % (why, held_out_file, s.get("msg") or "")}
 
 
 class FilterModule(object):
@@ -325,5 +336,5 @@ class FilterModule(object):
             "sglang_router_worker_health": sglang_router_worker_health,
             "sglang_router_lease_held": sglang_router_lease_held,
             "sglang_router_lease_failures": sglang_router_lease_failures,
-            "sglang_router_rescue_words": sglang_router_rescue_words,
+            "sglang_router_rescue": sglang_router_rescue,
         }

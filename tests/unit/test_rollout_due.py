@@ -164,3 +164,20 @@ def test_a_batch_with_part_of_a_server_over_several_hosts_is_refused_before_anyt
         failed = sorted(host for host in ("a1", "a2", "b1") if "fatal: [%s]" % host in proc.stdout + proc.stderr)
         assert failed == refused, (batch, said(proc)[-2000:])
         assert refused or "ok: [b1]" in proc.stdout, (batch, said(proc)[-2000:])
+
+
+def test_no_playbook_or_role_restarts_or_verifies_outside_the_server_module():
+    """Issue 47 defect 6: restart.yml restarted unchanged hosts with sglang_service (the next no-op deploy found an
+    invocation the last good set did not name and verified it again), deploy.yml verified a second time, and the
+    rollout rescue re-admitted on its own health check. Only playbooks/verify.yml (read-only, check mode) calls it."""
+    callers = []
+    for top in ("playbooks", "roles"):
+        for base, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            for name in files:
+                if name.endswith(".yml"):
+                    with open(os.path.join(base, name)) as handle:
+                        if "gpuserve.sglang.sglang_service:" in handle.read():
+                            callers.append(os.path.relpath(os.path.join(base, name), ROOT))
+    assert callers == [os.path.join("playbooks", "verify.yml")]
+    restart = open(os.path.join(ROOT, "playbooks", "restart.yml")).read()
+    assert 'sglang_restart_forced: "{{ rollout_restart_unchanged }}"' in restart

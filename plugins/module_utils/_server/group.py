@@ -60,7 +60,8 @@ def verdict(nodes, results, play_hosts, phase, group=""):
         where = "%s (node %d)" % (node, index)
         result = results.get(node) if isinstance(results, dict) else None
         result = result if isinstance(result, dict) else {}
-        if _truth(result.get("restart_due", False)):
+        # a prepare's restart_due, else a read's due (state due: the rollout's question before it drains)
+        if _truth(result.get("restart_due", result.get("due", False))):
             due = True
         state = result.get("group_state") if isinstance(result.get("group_state"), dict) else {}
         states[node] = (state, result)

@@ -130,7 +130,20 @@ class ServerLifecycle(object):
 
     def failure(self, msg):
         self.result["msg"] = msg
+        self.result["serving_verified"] = self.serving_verified()
         return LifecycleFailure(_secrets.mask(msg, self.secrets), self.finish())
+
+    def serving_verified(self):
+        """Whether, after this failure, the unit serves a verified set: it was rolled back and the restored set
+        verified, or this call never restarted nor verified anything and the running invocation is the one the last
+        good set names. The one answer a rollout reads before it puts a worker back in the routers (issue 47)."""
+        if self.result.get("rolled_back"):
+            return True
+        host = self.host
+        if host is None or self.result.get("restart") or self.result.get("landed"):
+            return False
+        return (host.active_state == "active" and bool(host.invocation_id)
+                and host.invocation_id == host.manifest.get("invocation_id"))
 
     def read(self, own_txn=False):
         if self.directory is None:
@@ -198,9 +211,19 @@ class ServerLifecycle(object):
             raise self.failure("%s: the running server did not verify: %s" % (self.desired.service, res.get("msg", "")))
         return self.finish()
 
+    def apply_force(self, why):
+        """A restart asked although none is due here (a rolling restart, or due on another node of a group): a
+        phase of this machine, rolled back like any restart."""
+        if self.plan.action in ("none", "keep_only", "verify_only"):
+            self.plan.action = "restart"
+            self.result.update(action="restart", due=True)
+            self.result["reasons"].append(why)
+
     def converge(self):
         """One host: everything, in one call."""
         self.read()
+        if self.force_restart:
+            self.apply_force("a restart was asked (force_restart: a rolling restart)")
         if self.check_mode:
             return self.check()
         self.settle_open()
@@ -238,18 +261,16 @@ class ServerLifecycle(object):
             return self.check()
         self.settle_open()
         self.prepare_files()
-        self.result["restart_due"] = self.plan.action in ("restart", "start", "verify_only")
+        self.result["restart_due"] = self.plan.action in ("restart", "start", "verify_only") or self.force_restart
         return self.finish()
 
     def restart(self, force=False):
         """A group's second phase: restart (or start, or verify an unknown invocation) when due here or
         ``force`` (a restart due on one node is due on all), then the gates where ``gates_here``."""
         self.read(own_txn=True)
-        if force and self.plan.action in ("none", "keep_only", "verify_only"):
+        if force:
             # due on another node: --check says so too (a node restarted alone cannot join the others' ranks)
-            self.plan.action = "restart"
-            self.result["action"] = "restart"
-            self.result["reasons"].append("a restart is due on another node of this server")
+            self.apply_force("a restart is due on another node of this server")
         if self.check_mode:
             return self.check()
         if self.plan.action == "finish_restore":

@@ -3,6 +3,8 @@
 refusals word for word, the flags of ExecStart, the rollout's lines."""
 import os
 
+import pytest
+
 import yaml
 
 from ansible_collections.gpuserve.sglang.plugins.filter import router_role as rr
@@ -78,9 +80,32 @@ def test_the_rollouts_helpers():
     second = {"results": [{"item": {"item": "r2"}, "taken": False, "contended": True, "msg": "held"}]}
     assert [r.get("msg") for r in rr.sglang_router_lease_failures(first, second)] == ["boom", "held"]
     assert rr.sglang_router_lease_failures({"results": [{"taken": True}]}, {"results": [], "skipped": True}) == []
-    assert rr.sglang_router_rescue_words({"failed": False, "invocation_id": "i1"}, "/f").startswith(
-        "Its previous configuration verified (invocation i1) and it is back in every router.")
-    assert "held out in /f on every router host" in rr.sglang_router_rescue_words({}, "/f")
+    assert rr.sglang_router_envfile("") == rr.ENV_HEADER
+
+
+@pytest.mark.parametrize("server, readmit, words", [
+    # the module rolled it back and verified the restored set
+    ({"failed": True, "rolled_back": True, "serving_verified": True, "rollback": {"ok": True, "result": {
+        "invocation_id": "i2"}}}, True, "rolled back and its last good configuration verified (invocation i2)"),
+    # refused before anything restarted: the verified invocation still runs
+    ({"failed": True, "serving_verified": True, "restart": {}}, True, "never restarted"),
+    # 7d0d57e re-admitted this one (its own /health check answered): a gate failed and nothing was rolled back
+    ({"failed": True, "rolled_back": False, "serving_verified": False, "answers": {"failed": True},
+      "restart": {"invocation_id": "i1", "changed": False}}, False, "a gate failed on a server this run did not"),
+    ({"failed": True, "rolled_back": False, "serving_verified": False, "rollback": {"ok": False}}, False,
+     "the rollback did not verify"),
+    ({}, False, "no result of the server module"),
+    (None, False, "no result of the server module"),
+])
+def test_rollout_rescue_reads_the_server_modules_result(server, readmit, words):
+    """Issue 47 defect 7: the rescue put a worker back when its own health check answered, also when its gate had
+    failed without a rollback; now only the module's answer (serving_verified) re-admits it."""
+    answer = rr.sglang_router_rescue(server, "/f")
+    assert answer["readmit"] is readmit and words in answer["words"]
+    assert readmit or "held out in /f on every router host" in answer["words"]
+
+
+def test_router_filters_continued():
     assert rr.sglang_router_envfile("") == rr.ENV_HEADER
     assert rr.sglang_router_envfile("k1") == rr.ENV_HEADER + 'SGLANG_ROUTER_API_KEY="k1"\n'
     assert rr.sglang_router_other_gateways('{"smg": "1.13.0", "sglang-router": null}', "sglang-router") == ["smg"]

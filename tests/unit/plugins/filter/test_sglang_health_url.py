@@ -43,10 +43,9 @@ def test_the_role_and_every_playbook_derive_it_with_the_filter():
         with open(os.path.join(ROOT, path)) as handle:
             text = handle.read()
         assert "'http://127.0.0.1:'" not in text, path
-        assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000))" in text, path
-    # the router role's rescue asks the worker's URL of filter sglang_router_worker_health, which derives it the same way
-    with open(os.path.join(ROOT, "roles", "router", "tasks", "rollout_rescue.yml")) as handle:
-        assert "gpuserve.sglang.sglang_router_worker_health(hostvars)" in handle.read()
+    # deploy.yml and restart.yml verify nothing outside gpuserve.sglang.sglang_server (issue 47); verify.yml asks
+    with open(os.path.join(ROOT, "playbooks", "verify.yml")) as handle:
+        assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000))" in handle.read()
     from ansible_collections.gpuserve.sglang.plugins.filter.router_role import sglang_router_worker_health
     assert sglang_router_worker_health("w", {"w": {"sglang_host": "::1", "sglang_port": 31000}}) == \
         sglang_health_url("::1", 31000)

@@ -567,3 +567,38 @@ def test_the_shared_layout_of_another_unit_is_left_to_it(tmp_path, host):
     assert os.path.isdir(legacy) and manifest(other)["invocation_id"] == "inv1"
     host.machine(host.desired("1")).converge()
     assert not os.path.exists(legacy) and os.path.isdir(host.last_good)
+
+
+# ---- rollouts through the machine (issue 47 defects 6, 7) --------------------------------------------------------
+def test_a_forced_restart_is_a_phase_of_the_machine_and_the_next_run_is_a_no_op(host):
+    """7d0d57e: restart.yml restarted an unchanged host with sglang_service, outside the machine; the next no-op
+    deploy found an invocation the last good set did not name and verified it again (changed)."""
+    deployed(host)
+    result = host.machine(host.desired("1"), force_restart=True).converge()
+    assert result["action"] == "restart" and host.runners.calls == [("restarted", False)]
+    assert manifest(host)["invocation_id"] == host.systemctl.props["InvocationID"] == "inv2"
+    again = host.machine(host.desired("1")).converge()
+    assert again["action"] == "none" and not again["changed"]
+
+
+def test_a_forced_restart_that_fails_rolls_back(host):
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("1"), force_restart=True).converge()
+    assert "Rolled back" in info.value.msg and info.value.result["serving_verified"] is True
+
+
+def test_serving_verified_says_whether_a_rollout_may_put_the_worker_back(host):
+    deployed(host)
+    # refused before anything restarted: the verified invocation still runs
+    def refuse(argv, timeout=None):
+        return 1, "", "Unknown key name 'ExecStrat'"
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2"), run=refuse).converge()
+    assert info.value.result["serving_verified"] is True
+    # a change that failed and could not be rolled back
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("3", rollback=False)).converge()
+    assert info.value.result["serving_verified"] is False
