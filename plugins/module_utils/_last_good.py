@@ -319,7 +319,7 @@ def restore(directory, check_mode=False, secret_paths=()):
     says, unless the manifest was kept with ``keep_secrets`` (``secrets_kept``): a rotated key stays."""
     data, problem = load_manifest(directory)
     files = data.get("files") if isinstance(data.get("files"), dict) else {}
-    put_back, removed, missing = [], [], []
+    put_back, removed, missing, missing_paths = [], [], [], []
     for path, entry in sorted(files.items()):
         if not isinstance(entry, dict) or not entry.get("restorable"):
             continue
@@ -328,12 +328,13 @@ def restore(directory, check_mode=False, secret_paths=()):
         outcome = put_back_file(path, entry.get("exists"), entry.get("kept_at"), entry, check_mode)
         if outcome == "missing":
             missing.append(entry.get("kept_at") or path)
+            missing_paths.append(path)
         elif outcome == "removed":
             removed.append(path)
         elif outcome == "put_back":
             put_back.append(path)
     return {"changed": bool(put_back or removed), "put_back": put_back, "removed": removed, "missing": missing,
-            "manifest": data, "problem": problem}
+            "missing_paths": missing_paths, "manifest": data, "problem": problem}
 
 
 def put_back_file(path, existed, kept, entry, check_mode=False):

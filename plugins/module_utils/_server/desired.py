@@ -161,8 +161,9 @@ class Desired(object):
         launcher = params.get("launcher") or {}
         if launcher.get("path"):
             files.append(FileSpec(launcher["path"], launcher.get("content") or "", "0755", kind=LAUNCHER))
+        # an empty path is no directory: the launcher's directory when sglang_launch_script is "" (issue 47)
         dirs = [DirSpec(item["path"], item.get("mode") or "0755", item.get("owner") or "root",
-                        item.get("group") or "root") for item in params.get("dirs") or []]
+                        item.get("group") or "root") for item in params.get("dirs") or [] if item.get("path")]
         venv = params.get("venv_link") or {}
         record = params.get("record") or {}
         return cls(params["name"], files, dirs, params.get("reads") or [], params.get("install_record") or "",

@@ -51,6 +51,10 @@ class LifecycleFailure(Exception):
         self.result = result
 
 
+class RollbackIncomplete(Exception):
+    """A file of the last good set cannot be put back (its kept copy is gone, and the change kept none)."""
+
+
 class Killed(BaseException):
     """Only for tests: a kill in the middle of a step (not caught by the machine's own handlers)."""
 
@@ -459,7 +463,8 @@ class ServerLifecycle(object):
             return
         if plan.land or plan.dirs:
             txn_mod.begin(self.directory, self.desired.service, [spec.path for spec in plan.land],
-                          self.desired.secret_paths, self.desired.keep_secrets, self.clock, group=self.group)
+                          self.desired.secret_paths, self.desired.keep_secrets, self.clock, group=self.group,
+                          removing=[spec.path for spec in plan.land if spec.content is None])
         try:
             landed = land(plan, self.desired, self.run, systemctl=self.systemctl, clock=self.clock)
         except LandError as exc:
@@ -571,6 +576,8 @@ class ServerLifecycle(object):
         return "\nJournal of the failed invocation (last lines):\n" + "\n".join(tail)
 
     def rollback_words(self, outcome):
+        if outcome.get("incomplete"):
+            return ("ROLLBACK INCOMPLETE: %s. The restore stays open: the next run tries again." % outcome["msg"])
         if not outcome["ok"]:
             return ("ROLLBACK FAILED too: the previous configuration did not verify: %s\nThe restore stays open: the "
                     "next run puts the last good set back again and verifies it." % outcome.get("msg", ""))
@@ -611,15 +618,28 @@ class ServerLifecycle(object):
             self.txn_phase("restoring")
             self.systemctl.stop(self.desired.unit)
             self.did("stopped %s (rollback)" % self.desired.unit)
+            lost, kept_files = [], {}
             if restorable:
                 back = _last_good.restore(self.directory, secret_paths=self.desired.secret_paths)
                 for key in ("put_back", "removed", "missing"):
                     outcome[key].extend(back[key])
+                lost, kept_files = back["missing_paths"], back["manifest"].get("files") or {}
             record = txn_mod.load(self.directory)
             if record:
-                back = txn_mod.restore(record, skip=set(restorable))
+                # a file whose kept copy is gone goes back from this change's own copy (issue 47 defect 4)
+                back = txn_mod.restore(record, skip=set(restorable) - set(lost))
                 for key in ("put_back", "removed", "missing"):
                     outcome[key].extend(back[key])
+            unrestored = [path for path in lost if path not in outcome["put_back"] + outcome["removed"]
+                          and _last_good.file_state(path, checksum=True).get("sha256")
+                          != (kept_files.get(path) or {}).get("sha256")]
+            if unrestored:
+                raise RollbackIncomplete(
+                    "the kept copy of %s is gone and this change kept none: %s still hold%s the failed change's "
+                    "content, so the last good set cannot be put back whole; the unit stays stopped (restore the "
+                    "file%s by hand, or deploy a configuration that verifies)"
+                    % (", ".join(unrestored), ", ".join(unrestored), "s" if len(unrestored) == 1 else "",
+                       "" if len(unrestored) == 1 else "s"))
             self.systemctl.daemon_reload()
             ok, res = self.restore_runner().execute()
             outcome["result"] = res
@@ -631,6 +651,9 @@ class ServerLifecycle(object):
                                 keep_secrets=self.desired.keep_secrets)
                 txn_mod.close(self.directory)
                 outcome["ok"] = True
+        except RollbackIncomplete as exc:
+            outcome["msg"] = str(exc)
+            outcome["incomplete"] = True
         except Exception as exc:  # pylint: disable=broad-except  # the message says it; the restore stays open
             outcome["msg"] = "%s: %s" % (type(exc).__name__, exc)
         for path in outcome["put_back"]:
@@ -674,7 +697,13 @@ class ServerLifecycle(object):
                 self.result["answers"] = answers
                 if answers.get("changed"):
                     self.did("recorded the answers baseline")
-                if answers.get("failed"):
+                if answers.get("failed") and not restarted and not verified.get("changed"):
+                    # a server this run did not change nor restart, under whatever traffic it serves: the gate
+                    # reports, it never fails or rolls back a server nobody changed (issue 47 defect 10)
+                    self.notice("%s: the correctness gate on the running server, which this run neither changed nor "
+                                "restarted, found other answers (reported only; nothing was rolled back): %s"
+                                % (self.desired.service, answers.get("msg") or "answers differ"))
+                elif answers.get("failed"):
                     self.fail_verification(answers.get("msg") or "correctness gate failed", None, rollback)
         return bench
 

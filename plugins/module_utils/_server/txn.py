@@ -53,7 +53,7 @@ def load(directory):
     return _last_good.rebase(data, directory) if data else data
 
 
-def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=time.time, group=""):
+def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=time.time, group="", removing=()):
     """Open the transaction of a change that will replace ``paths``: each existing file copied first (not a secret
     one unless ``keep_secrets``), then the record renamed into place. Returns the record."""
     _ensure_dir(directory)
@@ -64,7 +64,9 @@ def begin(directory, service, paths, secret_paths=(), keep_secrets=False, clock=
         entry = {"existed": bool(state["exists"])}
         if state["exists"]:
             entry.update(mode=state["mode"], owner=state["owner"], group=state["group"])
-            if path in secret_paths and not keep_secrets:
+            # a secret file is not copied (a rollback never undoes a rotated key), unless this change removes it:
+            # the unit a rollback puts back reads it (issue 47 defect 8); the copy goes with the transaction
+            if path in secret_paths and not keep_secrets and path not in removing:
                 entry["secret"] = True
             elif os.path.isfile(path):
                 dest = copy_name(directory, txn_id, path)

@@ -602,3 +602,104 @@ def test_serving_verified_says_whether_a_rollout_may_put_the_worker_back(host):
     with pytest.raises(LifecycleFailure) as info:
         host.machine(host.desired("3", rollback=False)).converge()
     assert info.value.result["serving_verified"] is False
+
+
+# ---- a kept copy gone (issue 47 defect 4) -------------------------------------------------------------------------
+def _lose_kept_copy(host, path):
+    data = manifest(host)
+    os.unlink(data["files"][path]["kept_at"])
+
+
+def test_a_lost_kept_copy_goes_back_from_the_changes_own_copy(host):
+    """7d0d57e skipped the transaction's copy of every restorable file, so a lost kept copy left the failing
+    environment file in place, and the result still said 'Rolled back'."""
+    deployed(host)
+    _lose_kept_copy(host, host.env)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert "Rolled back" in info.value.msg
+    assert "V=1" in host.read(host.env) and host.read(host.unit).endswith("--v 1\n")
+
+
+def test_a_lost_kept_copy_of_a_file_the_change_did_not_touch_is_no_loss(host):
+    deployed(host)
+    _lose_kept_copy(host, host.nccl)             # nccl.env is as the last good set had it
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert "Rolled back" in info.value.msg and host.read(host.nccl) == "NCCL_P2P_LEVEL=SYS\n"
+
+
+def test_a_file_that_cannot_go_back_is_no_rollback(host):
+    """nccl.env changed after the last verified start (another role) and its kept copy is gone: it cannot go back;
+    the result says so and never 'Rolled back'."""
+    deployed(host)
+    _lose_kept_copy(host, host.nccl)
+    host.write(host.nccl, "NCCL_P2P_LEVEL=NVL\n")
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2")).converge()
+    assert "Rolled back" not in info.value.msg and "ROLLBACK INCOMPLETE" in info.value.msg
+    assert host.nccl in info.value.msg and not info.value.result["rolled_back"]
+
+
+def test_a_change_that_removes_the_key_rolls_back_with_the_key(host):
+    """Issue 47 defect 8, 7d0d57e: the secrets file was neither kept nor copied, so a change that removed the API key
+    and failed restored a unit whose --config file was gone."""
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2", key="")).converge()
+    assert "Rolled back" in info.value.msg
+    assert host.read(host.secrets) == "api-key: %s\n" % KEY
+    assert oct(os.stat(host.secrets).st_mode & 0o777) == "0o640"
+    assert not [n for n in os.listdir(host.last_good) if n.startswith("txn-")]   # the copy went with the change
+
+
+def test_a_rotated_key_is_still_never_put_back(host):
+    deployed(host)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure):
+        host.machine(host.desired("2", key="sk-rotated-key-2")).converge()
+    assert host.read(host.secrets) == "api-key: sk-rotated-key-2\n"
+
+
+def test_the_answers_gate_never_fails_a_server_nobody_changed(host):
+    """Issue 47 defect 10, 7d0d57e: the answers gate ran on every no-op run, under live traffic no router drained,
+    and a flipped answer failed the run (a group: rolled back a server nobody changed). Now it reports."""
+    deployed(host)
+    before = host.snapshot()
+
+    def flipped(invocation_id):
+        return {"failed": True, "msg": "prompt 3 answered otherwise"}
+
+    result = host.machine(host.desired("1"), answers_gate=flipped).converge()
+    assert result["action"] == "none" and not result["rolled_back"]
+    assert any("reported only" in n and "prompt 3" in n for n in result["notices"])
+    assert host.systemctl.commands == [] and host.snapshot() == before
+    host.runners.hooks.append(None)
+    with pytest.raises(LifecycleFailure) as info:       # after a change it still rolls back
+        host.machine(host.desired("2"), answers_gate=flipped).converge()
+    assert "Rolled back" in info.value.msg
+
+
+def test_no_launcher_is_no_directory_and_every_run_works(host):
+    """Issue 47 defect 10, 7d0d57e: sglang_launch_script "" (allowed without a key) gave the directory "" (its
+    dirname) to create, and every run failed."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._server.desired import Desired
+    params = {"name": "sglang-t", "unit": {"path": host.unit, "content": "[Service]\nExecStart=/bin/true\n"},
+              "env": {"path": host.env, "content": "A=1\n"}, "secrets": {"path": host.secrets, "content": ""},
+              "launcher": {"path": "", "content": ""}, "backup_dir": host.backup,
+              "dirs": [{"path": host.p("etc/sglang"), "mode": "0755"}, {"path": "", "mode": "0755"}]}
+    desired = Desired.from_params(params)
+    assert [d.path for d in desired.dirs] == [host.p("etc/sglang")]
+    for spec in desired.files + desired.dirs:
+        spec.owner, spec.group = host_owner(host)
+    result = host.machine(desired).converge()
+    assert result["action"] == "start" and not os.path.exists(host.launcher)
+
+
+def host_owner(host):
+    from server_fakes import GROUP, USER
+    return USER, GROUP
