@@ -224,6 +224,9 @@ def test_a_batch_is_drained_under_the_routers_lease_and_restart_yml_gives_it_bac
         "{{ hostvars[item].sglang_router_service_name | default(sglang_router_service_name) }}.service",
         "{{ hostvars[item.item].sglang_router_service_name | default(sglang_router_service_name) }}.service"]
     assert "ansible.builtin.fail" in lease[-1]
+    # issue 47 defect 10: a fixed 7,200 s TTL; now it covers the batch's restart and its rollback restart
+    assert all(t["gpuserve.sglang.sglang_lease"]["restart_timeout"] == "{{ sglang_restart_timeout | default(1800) }}"
+               for t in modules)
 
     with open(os.path.join(ROOT, "playbooks", "restart.yml"), encoding="utf-8") as handle:
         play = yaml.safe_load(handle)[0]
