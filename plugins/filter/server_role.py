@@ -319,14 +319,18 @@ def sglang_server_account_ok(account, groups=()):
                 and not set(wanted) - set(account.get("groups") or []))
 
 
-def sglang_group(nodes, hostvars, play_hosts, phase, group="", result="sglang_server"):
+def sglang_group(nodes, hostvars, play_hosts, phase, result="sglang_server", lease="sglang_lease"):
     """The group's verdict on ``phase`` of a server over several hosts (module_utils/_server/group.py: the one
-    function): problems, whether a restart is due on any node, the nodes with an earlier run's open change, and
-    the decision the rescue carries out on every node."""
-    results = {}
-    for node in (nodes if isinstance(nodes, (list, tuple)) else []):
+    function): problems, whether a restart is due on any node, the nodes with an earlier run's open change, the
+    decision the rescue carries out on every node, and ``group``: this run's group change, the run's id that the
+    host lease registered on node 0 (the same on every host of one ansible-playbook run)."""
+    results, group = {}, ""
+    for index, node in enumerate(nodes if isinstance(nodes, (list, tuple)) else []):
         facts = hostvars[node] if node in hostvars else {}
         results[node] = facts.get(result)
+        taken = facts.get(lease)
+        if index == 0 and isinstance(taken, dict) and isinstance(taken.get("lease"), dict):
+            group = str(taken["lease"].get("id") or "")
     return _group.verdict(nodes, results, play_hosts, phase, group)
 
 

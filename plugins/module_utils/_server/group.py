@@ -47,12 +47,13 @@ def verdict(nodes, results, play_hosts, phase, group=""):
     - ``problems``: one line per node that is not fine (not in the play, failed, skipped, not this step's result)
       and per node with an open group change of an earlier run;
     - ``due``: a restart is due on some node (then on every node);
+    - ``group``: this run's group change (what the phases record);
     - ``open``: the nodes with an earlier run's open group change;
     - ``decision``: what the rescue does on every node: ``{"group": id, "keep": bool}``: the earlier run's open
       change when there is one, else this run's; kept where any node recorded the decision (decide, commit) or
       kept its set under that change, else restored (presumed abort)."""
     if not nodes or isinstance(nodes, str):
-        return {"problems": [], "due": False, "open": [], "decision": {"group": group, "keep": False}}
+        return {"problems": [], "due": False, "open": [], "group": "", "decision": {"group": "", "keep": False}}
     play_hosts = list(play_hosts or [])
     problems, opened, due = [], [], False
     states = {}
@@ -90,4 +91,5 @@ def verdict(nodes, results, play_hosts, phase, group=""):
             keep = True
         if not opened and result.get("group_decision") == "commit":
             keep = True
-    return {"problems": problems, "due": due, "open": opened, "decision": {"group": target, "keep": keep}}
+    return {"problems": problems, "due": due, "open": opened, "group": group,
+            "decision": {"group": target, "keep": keep}}

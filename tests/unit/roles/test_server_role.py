@@ -128,15 +128,16 @@ def _render_unit(**over):
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang (kimi)",
         "_server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
                                             prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
-        "ansible_managed": "Ansible managed",
-        # set by flags.yml before any unit is rendered (HiCache from the flags, else SGLang's default: off)
-        "sglang_plan_inputs": {"hicache": False},
+        "ansible_managed": "Ansible managed", "hostvars": {},
     })
+    # HiCache from the effective flags (the template asks sglang_server_plan of _server_in), else SGLang's default: off
+    hicache = over.pop("hicache", False)
     variables.update(over)
     # the role var the template reads (vars/main.yml): SGLang's --config, the secrets file when a key is set, by
     # the role's own expression
     config = _yaml("vars", "main.yml")["_server_in"]["config"]
-    variables["_server_in"] = {"config": env.from_string(config).render(**variables)}
+    variables["_server_in"] = {"config": env.from_string(config).render(**variables), "model_path": "/models/k",
+                               "user": {"enable-hierarchical-cache": True} if hicache else {}}
     return env.get_template("sglang.service.j2").render(**variables)
 
 
@@ -251,7 +252,7 @@ def test_secrets_never_logged():
 def test_unit_template_timeout_stop_for_hicache_units():
     """HiCache units get the drain plus the time to free the pinned host pool (issue 12; docs/server.md)."""
     assert _settings(_render_unit())["TimeoutStopSec"] == ["60"]
-    hicache = _settings(_render_unit(sglang_plan_inputs={"hicache": True}))
+    hicache = _settings(_render_unit(hicache=True))
     assert hicache["TimeoutStopSec"] == ["180"]
 
 

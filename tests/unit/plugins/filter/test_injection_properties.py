@@ -18,14 +18,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpuserve.sglang.plugins.filter import sglang_args, sglang_secrets, server_inputs, systemd
+from ansible_collections.gpuserve.sglang.plugins.filter import (
+    server_inputs, server_role, sglang_args, sglang_secrets, systemd)
 
 from conftest import ROOT
 
 ROLE = os.path.join(ROOT, "roles", "server")
 PREFIX = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]
 FILTERS = {}
-for _module in (sglang_args, systemd, sglang_secrets, server_inputs):
+for _module in (sglang_args, systemd, sglang_secrets, server_inputs, server_role):
     FILTERS.update(_module.FilterModule().filters())
 
 # Any text, with the characters that matter for injection made likely.
@@ -51,7 +52,7 @@ def _render(**over):
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang",
         "_server_cmdline": systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX),
-        "ansible_managed": "Ansible managed", "sglang_api_key": "", "sglang_plan_inputs": {"hicache": False},
+        "ansible_managed": "Ansible managed", "sglang_api_key": "", "hostvars": {},
     })
     variables.update(over)
     # the role var the template reads (roles/server/vars/main.yml): SGLang's --config, the secrets file when a key

@@ -561,3 +561,23 @@ def test_the_lease_ttl_covers_the_gates_the_role_runs(gates, seconds):
     lease task passes what its gates take, as the three role variables it replaced computed: the benchmark's rounds
     (requests // concurrency, a warm-up round more) times the timeout, and one timeout for the answers gate."""
     assert r.sglang_server_gate_seconds(gates) == seconds
+
+
+def test_group_change_is_the_run_id_of_node_0s_lease_and_the_decision_follows_the_records():
+    hostvars = _hostvars()
+    hostvars["gpu-a1"]["sglang_lease"] = {"lease": {"id": "run-abc"}}
+    verdict = r.sglang_group(NODES, hostvars, NODES, "prepare")
+    assert verdict["group"] == "run-abc" and verdict["decision"] == {"group": "run-abc", "keep": False}
+    # one node recorded the decision to keep (decide): the rescue keeps on every node
+    hostvars["gpu-a2"]["sglang_server"] = {"phase": "decide", "group_decision": "commit"}
+    assert r.sglang_group(NODES, hostvars, NODES, "decide")["decision"]["keep"] is True
+    # an earlier run's change open on one node, kept on another under that change: keep it everywhere
+    hostvars = _hostvars(gpu_a2={"phase": "prepare", "group_state": {"open": {"id": "run-old", "phase": "restarted",
+                                                                          "decision": ""}}},
+                         gpu_a3={"phase": "prepare", "group_state": {"kept_group": "run-old"}})
+    verdict = r.sglang_group(NODES, hostvars, NODES, "prepare")
+    assert verdict["open"] == ["gpu-a2"] and verdict["decision"] == {"group": "run-old", "keep": True}
+    assert "an earlier run's change of this server (group change run-old" in verdict["problems"][0]
+    # no node recorded anything: presumed abort
+    hostvars["gpu-a3"]["sglang_server"] = {"phase": "prepare", "group_state": {"kept_group": "run-older"}}
+    assert r.sglang_group(NODES, hostvars, NODES, "prepare")["decision"] == {"group": "run-old", "keep": False}

@@ -181,7 +181,7 @@ def test_the_preflight_compares_the_nodes_before_anything_changes():
     setter = next(t for t in tasks if "_server_node" in (t.get("ansible.builtin.set_fact") or {}))
     refuse = next(t for t in tasks if t["name"] == "Refuse nodes of one server that differ")
     assert "sglang_node_fingerprint(sglang_profile, _server_args)" in setter["ansible.builtin.set_fact"]["_server_node"]
-    assert "sglang_node_mismatches(hostvars, inventory_hostname, '_server_node')" in refuse["vars"]["_server_problems"]
+    assert "sglang_node_mismatches(hostvars, inventory_hostname, '_server_node')" in refuse["vars"]["mismatches"]
     assert inner.index(setter["name"]) < inner.index(refuse["name"])
     # after the model preflight read the model, and in the preflight: before the lease and anything that writes
     assert names.index("Refuse what SGLang, systemd or the host would refuse (nothing was changed)") < names.index(
