@@ -12,11 +12,12 @@ import jinja2
 import pytest
 import yaml
 
-from ansible_collections.gpuserve.sglang.plugins.filter import sglang_args, sglang_secrets, server_inputs, systemd
+from ansible_collections.gpuserve.sglang.plugins.filter import (
+    server_inputs, server_role, sglang_args, sglang_secrets, systemd)
 
 # The server role's filters, by name (split by what they hold: flag rules, systemd quoting, secrets, inputs).
 _FILTERS = {}
-for _module in (sglang_args, systemd, sglang_secrets, server_inputs):
+for _module in (sglang_args, systemd, sglang_secrets, server_inputs, server_role):
     _FILTERS.update(_module.FilterModule().filters())
 f = types.SimpleNamespace(FilterModule=lambda: types.SimpleNamespace(filters=lambda: dict(_FILTERS)), **_FILTERS)
 
@@ -318,7 +319,7 @@ def test_a_node_missing_from_the_play_stops_the_group_before_any_node_stops():
     assert _yaml("tasks", "run.yml")[0]["register"] == "sglang_server"
     # a restart due on one node is due on all: a node restarted alone cannot join the others' ranks
     module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
-    assert module["force_restart"] == "{{ _server_verdict.due }}"
+    assert module["force_restart"] == "{{ sglang_restart_forced | bool or _server_verdict.due }}"
     assert "sglang_group(hostvars, ansible_play_batch" in _yaml("vars", "main.yml")["_server_verdict"]
     assert module["phase"] == "{{ _server_phase | default('converge') | replace('due', 'converge') }}"
 
