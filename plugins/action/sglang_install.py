@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _install
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _install, _secrets
 
 MODULE = "gpuserve.sglang.sglang_install"
 
@@ -28,6 +28,12 @@ class ActionModule(ActionBase):
             version=str(args.get("version") or ""), pip_lock=str(args.get("pip_lock") or ""),
             require_hashes=self._bool(args.get("require_hashes", True)),
             patches=patches if isinstance(patches, list) else [])
+        # a password or token in the index URL's userinfo: the module gets it as a no_log option of its own, and
+        # the URL masked (its record, --diff and messages show it so); pip gets the whole URL in its environment
+        secret = _secrets.url_secret(str(args.get("index_url") or ""))
+        if secret:
+            args["index_url"] = _secrets.mask(str(args["index_url"]))
+            args["index_secret"] = secret
         try:
             result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
         finally:

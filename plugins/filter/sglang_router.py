@@ -9,6 +9,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import DEFAULT_BOOTSTRAP_PORT, pd_kind
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import unbracket, url_host
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -177,10 +178,16 @@ PATH_SUFFIXES = ("-path", "-paths", "-file", "-dir")
 def sglang_router_secret_flags(extra_args):
     """The flags of extra_args (a dict of flag names) that carry a secret by their name: SMG 1.13's
     control-plane-api-keys, tenant-api-key, oracle-password, and any name with key/password/token/secret..., a
-    file's path (tls-key-path) and the counts of NOT_SECRET_FLAGS excepted."""
+    file's path (tls-key-path) and the counts of NOT_SECRET_FLAGS excepted; or by their value: a URL with a
+    password or token in its userinfo (--postgres-db-url postgres://user:PASSWORD@db/r, --redis-url), by the one
+    masking rule (module_utils/_secrets.py)."""
     out = []
-    for flag in extra_args or {}:
+    for flag, value in (extra_args or {}).items():
         name = str(flag).lstrip("-").lower().replace("_", "-")
+        values = value if isinstance(value, (list, tuple)) else [value]
+        if any(_secrets.url_secret(str(item)) for item in values if item is not None):
+            out.append(str(flag))
+            continue
         if name in NOT_SECRET_FLAGS or name.endswith(PATH_SUFFIXES):
             continue
         if set(name.split("-")) & set(SECRET_FLAG_WORDS):

@@ -28,6 +28,7 @@ import stat
 import subprocess
 import tempfile
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import PackageError
 from ansible_collections.gpuserve.sglang.plugins.module_utils._venv import ensure_parent, ensure_venv
@@ -331,10 +332,22 @@ class Install(object):
         self.version = ""
 
     # ----------------------------------------------------------------------------------------------- helpers
-    def _cmd(self, argv, stdin=None, timeout=None):
+    def _cmd(self, argv, stdin=None, timeout=None, env=None):
+        extra = {"env": dict(os.environ, **env)} if env else {}
         proc = self.run(argv, input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,  # pylint: disable=ansible-bad-function
-                        universal_newlines=True, timeout=timeout, check=False)
-        return proc.returncode, proc.stdout or "", proc.stderr or ""
+                        universal_newlines=True, timeout=timeout, check=False, **extra)
+        secret = self.p.get("index_secret") or ""
+        out, err = proc.stdout or "", proc.stderr or ""
+        return proc.returncode, _secrets.mask(out, [secret]) if secret else out, \
+            _secrets.mask(err, [secret]) if secret else err
+
+    def index_env(self):
+        """pip's environment for an index URL that carries a secret: the whole URL in PIP_INDEX_URL (never on its
+        command line, which any local user reads in /proc); {} otherwise."""
+        p = self.p
+        if not p.get("index_secret"):
+            return {}
+        return {"PIP_INDEX_URL": p["index_url"].replace(_secrets.MASK, p["index_secret"], 1)}
 
     def _write(self, path, data, what):
         """Write ``data`` (bytes) to ``path`` (root:root 0644) when it differs; returns whether it did (or would)."""
@@ -411,7 +424,7 @@ class Install(object):
         p = self.p
         args = ["--require-hashes"] if p["require_hashes"] else []
         args += [] if p["deps"] else ["--no-deps"]
-        args += ["--index-url", p["index_url"]] if p["index_url"] else []
+        args += ["--index-url", p["index_url"]] if p["index_url"] and not p.get("index_secret") else []
         args += ["--no-index", "--find-links", p["wheel_dir"]] if p["wheel_dir"] else []
         return args + list(p["extra_args"])
 
@@ -448,7 +461,7 @@ class Install(object):
             self.changes.append("pip install into %s (%s)" % (venv, needs))
             return answer.get("version", "") if answer else ""
         argv = [os.path.join(venv, "bin", "pip"), "install", "--disable-pip-version-check"] + self.pip_args() + what
-        rc, out, err = self._cmd(argv)
+        rc, out, err = self._cmd(argv, env=self.index_env())
         if rc != 0:
             raise InstallError("pip install into %s failed (rc %d), the venv is as pip left it: %s %s" % (
                 venv, rc, out.strip()[-3000:], err.strip()[-6000:]))
@@ -517,7 +530,7 @@ class Install(object):
         if p["wheel_dir"]:
             source = "wheel directory %s" % p["wheel_dir"]
         elif p["index_url"]:
-            source = "index %s" % p["index_url"]
+            source = "index %s" % _secrets.mask(p["index_url"])
         else:
             source = "default index"
         # the lock by name and its sha256, never its path on the controller: a run from another checkout would

@@ -20,7 +20,9 @@ ending in ``_token``/``-token`` (``hf_token``, ``HF_TOKEN``), or holding ``secre
 - a mapping: a dict repr ``'api_key': 'v'`` (0.5.23's ``server_args={...}``), JSON ``"api_key": "v"``, YAML
   ``api_key: v`` / ``api-key: v`` (the secrets file's own form);
 - a name and its value separated by blanks (``api_key v``);
-- an HTTP authorization ``Authorization: Bearer v`` (and ``Basic v``).
+- an HTTP authorization ``Authorization: Bearer v`` (and ``Basic v``);
+- the password of a URL's userinfo ``scheme://user:v@host`` (a pip index, a gateway's PostgreSQL or Redis URL), and
+  a token given as the whole userinfo of an https URL ``https://v@host``.
 
 ``None``, ``null`` and empty values are kept, so "no key set" still shows. Every known secret value given to
 ``mask`` (the configured keys) is replaced wherever it appears, also repr- and JSON-escaped. A ``#`` just before
@@ -52,6 +54,10 @@ FIELD_PATTERN = (r"(?P<lead>(?<![A-Za-z0-9_#-])(?P<q>['\"])?-{0,2}" + SECRET_NAM
 BEARER_PATTERN = r"(?P<lead>\b(?:bearer|basic)[ \t]+)(?P<value>" + QUOTED + r"|\S+)"
 FIELD_RE = re.compile(FIELD_PATTERN, re.IGNORECASE)
 BEARER_RE = re.compile(BEARER_PATTERN, re.IGNORECASE)
+# A URL's userinfo: user:password@, or a token alone before @ in an http(s) URL (pip's https://TOKEN@host/).
+URL_PATTERN = (r"(?P<lead>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]*:)(?P<value>[^\s/@'\"]+)(?=@)"
+               r"|(?P<lead2>\bhttps?://)(?P<value2>[^\s/@:'\"]+)(?=@)")
+URL_RE = re.compile(URL_PATTERN, re.IGNORECASE)
 NAME_RE = re.compile(r"-{0,2}" + SECRET_NAME, re.IGNORECASE)
 _EMPTY_RE = re.compile(r"(?:None|null|''|\"\"|\[\])[,;)}\]]*\Z")
 
@@ -88,7 +94,17 @@ def mask(text, secrets=()):
             known.update(form for form in _forms(secret) if form)
     for form in sorted(known, key=len, reverse=True):
         text = text.replace(form, MASK)
-    return BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text))
+    return URL_RE.sub(_url_masked, BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text)))
+
+
+def _url_masked(match):
+    return (match.group("lead") or match.group("lead2")) + MASK
+
+
+def url_secret(url):
+    """The secret a URL carries in its userinfo (the password, or an https token alone), else ""."""
+    found = URL_RE.search(url or "") if isinstance(url, str) else None
+    return (found.group("value") or found.group("value2") or "") if found else ""
 
 
 def config_secrets(text):

@@ -85,7 +85,14 @@ options:
     type: str
     default: /usr/bin/python3
   index_url:
-    description: Index URL (https:// or file://); empty uses pip's default.
+    description: Index URL (https:// or file://); empty uses pip's default. Through the action plugin a password or
+      token in its userinfo (C(https://user:TOKEN@host/)) is masked here and travels in O(index_secret); pip gets
+      the whole URL in its environment (C(PIP_INDEX_URL)), never on its command line, and the install record and
+      C(--diff) show it masked.
+    type: str
+    default: ""
+  index_secret:
+    description: The secret of O(index_url)'s userinfo, split off by the action plugin (never logged).
     type: str
     default: ""
   wheel_dir:
@@ -217,6 +224,7 @@ def main():
             keep=dict(type="raw", default=3),
             base_python=dict(type="str", default="/usr/bin/python3"),
             index_url=dict(type="str", default=""),
+            index_secret=dict(type="str", default="", no_log=True),
             wheel_dir=dict(type="str", default=""),
             require_hashes=dict(type="bool", default=True),
             pip_lock=dict(type="str", default=""),

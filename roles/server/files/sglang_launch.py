@@ -50,6 +50,10 @@ FIELD_PATTERN = (r"(?P<lead>(?<![A-Za-z0-9_#-])(?P<q>['\"])?-{0,2}" + SECRET_NAM
 BEARER_PATTERN = r"(?P<lead>\b(?:bearer|basic)[ \t]+)(?P<value>" + QUOTED + r"|\S+)"
 FIELD_RE = re.compile(FIELD_PATTERN, re.IGNORECASE)
 BEARER_RE = re.compile(BEARER_PATTERN, re.IGNORECASE)
+# A URL's userinfo: user:password@, or a token alone before @ in an http(s) URL (pip's https://TOKEN@host/).
+URL_PATTERN = (r"(?P<lead>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]*:)(?P<value>[^\s/@'\"]+)(?=@)"
+               r"|(?P<lead2>\bhttps?://)(?P<value2>[^\s/@:'\"]+)(?=@)")
+URL_RE = re.compile(URL_PATTERN, re.IGNORECASE)
 NAME_RE = re.compile(r"-{0,2}" + SECRET_NAME, re.IGNORECASE)
 _EMPTY_RE = re.compile(r"(?:None|null|''|\"\"|\[\])[,;)}\]]*\Z")
 
@@ -86,7 +90,17 @@ def mask(text, secrets=()):
             known.update(form for form in _forms(secret) if form)
     for form in sorted(known, key=len, reverse=True):
         text = text.replace(form, MASK)
-    return BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text))
+    return URL_RE.sub(_url_masked, BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text)))
+
+
+def _url_masked(match):
+    return (match.group("lead") or match.group("lead2")) + MASK
+
+
+def url_secret(url):
+    """The secret a URL carries in its userinfo (the password, or an https token alone), else ""."""
+    found = URL_RE.search(url or "") if isinstance(url, str) else None
+    return (found.group("value") or found.group("value2") or "") if found else ""
 
 
 def config_secrets(text):

@@ -47,3 +47,15 @@ def test_managed_and_unknown_flags_and_not_a_mapping():
         "flags smg 1.13.0 does not know (sglang_router_extra_args): nope"]
     assert sglang_router_extra_args_problems({"nope": 1}, [], None, "x") == []
     assert "must be a mapping" in sglang_router_extra_args_problems(["a"], [], None)[0]
+
+
+def test_a_gateway_url_with_a_password_is_a_secret_flag():
+    """Issue 48, 7d0d57e: --postgres-db-url / --redis-url with a password passed the secret-flag refusal (their
+    names hold no secret word) and landed in the 0644 unit and the gateway's command line."""
+    flags = {"postgres-db-url": "postgres://router:pw-1234@db:5432/r", "redis-url": "redis://:pw-5678@cache:6379/0",
+             "history-backend": "postgres", "worker-startup-timeout-secs": 600}
+    assert sglang_router_secret_flags(flags) == ["postgres-db-url", "redis-url"]
+    problems = sglang_router_extra_args_problems(flags, release="smg 1.13.0")
+    assert "may not carry secrets: postgres-db-url, redis-url" in problems[0]
+    assert "pw-1234" not in " ".join(problems)
+    assert sglang_router_secret_flags({"postgres-db-url": "postgres://db:5432/r"}) == []

@@ -87,6 +87,7 @@ class FakeHost:
 
     def __call__(self, argv, **kwargs):
         self.calls.append(list(argv))
+        self.envs = getattr(self, "envs", []) + [kwargs.get("env")]
         if argv[0] == sys.executable and argv[1:] == ["-c", _install.PYTHON_VERSION]:
             # the base interpreter (this test's own) as a Python the shipped locks have wheels for, whatever
             # Python runs the tests (the controller matrix runs them on 3.11 and 3.13)
@@ -315,6 +316,29 @@ def test_install_then_a_second_run_changes_nothing(tmp_path):
     assert not check["changed"]
     found = _install.Install(params(tmp_path), run=FakeHost(), patch_bin="/usr/bin/patch").apply("checked")
     assert found == {"changed": False, "patch_found": True}
+
+
+def test_an_index_token_reaches_pip_in_its_environment_only(tmp_path):
+    """Issue 48, 7d0d57e: https://user:TOKEN@host/ went on pip's argv (any local user reads /proc/<pid>/cmdline), into
+    the 0644 install record, --diff and the deployment record. The action plugin splits the token off (no_log)."""
+    import importlib
+    action = importlib.import_module("ansible_collections.gpuserve.sglang.plugins.module_utils._secrets")
+    url = "https://ci:tok-9f8e7d6c@pypi.example.com/simple/"
+    masked = action.mask(url)
+    assert action.url_secret(url) == "tok-9f8e7d6c" and "tok-9f8e7d6c" not in masked
+    run = FakeHost()
+    result = _install.Install(params(tmp_path, index_url=masked, index_secret="tok-9f8e7d6c"), run=run).apply()
+    pip = pips(run)[0]
+    assert "--index-url" not in pip and not any("tok-9f8e7d6c" in arg for arg in pip)
+    env = run.envs[run.calls.index(pip)]
+    assert env["PIP_INDEX_URL"] == url
+    record = open(params(tmp_path)["install_record"]).read()
+    assert "tok-9f8e7d6c" not in record and "https://ci:********@pypi.example.com/simple/" in record
+    assert "tok-9f8e7d6c" not in json.dumps(result)
+    # an index without a secret stays on the command line, as before
+    run = FakeHost()
+    _install.Install(params(tmp_path / "b", index_url="https://mirror.example/simple"), run=run).apply()
+    assert pips(run)[0][pips(run)[0].index("--index-url") + 1] == "https://mirror.example/simple"
 
 
 def test_an_operator_lock_is_recorded_by_name_not_by_its_controller_path(tmp_path):
