@@ -36,6 +36,7 @@ import re
 import stat as stat_mod
 import time
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import sha256_file, write_atomic
 
 MANIFEST = "manifest.json"
@@ -52,6 +53,55 @@ DIR_MODE = 0o700
 
 
 COPY_RE = re.compile(r"^[0-9a-f]{40}(\.[0-9A-Za-z_-]+)?$")
+
+
+# ---- the environment file's kept copy holds no secret value (issue 48) ------------------------------------------
+# An HF_TOKEN in sglang_env is a line of the environment file, which the last good set keeps and a rollback puts
+# back: its kept copy has each secret-named value (the one rule: _secrets.is_secret_name) replaced, and a restore
+# puts the current file's line of that name back in its place (a name the current file lacks goes, with its value).
+_ENV_LINE_RE = re.compile(rb"^(?P<lead>[ \t]*(?:export[ \t]+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=)(?P<value>.*)$")
+REDACTED = b"<gpuserve: redacted in the kept copy>"
+
+
+def _secret_line(line):
+    found = _ENV_LINE_RE.match(line)
+    if not found or not found.group("value").strip() or found.group("value").strip() in (b'""', b"''"):
+        return None
+    name = found.group("name").decode("ascii")
+    return name if _secrets.is_secret_name(name) else None
+
+
+def redact_env(content):
+    """An environment file's text with each secret-named value replaced (for its kept copy)."""
+    out = []
+    for line in content.split(b"\n"):
+        name = _secret_line(line)
+        out.append(_ENV_LINE_RE.match(line).group("lead") + REDACTED if name else line)
+    return b"\n".join(out)
+
+
+def merge_env(kept, current_path):
+    """The kept copy's text with each redacted line replaced by the current file's line of that name (dropped when
+    the current file has none)."""
+    current = {}
+    try:
+        with open(current_path, "rb") as handle:
+            for line in handle.read().split(b"\n"):
+                name = _secret_line(line)
+                if name:
+                    current[name] = line
+    except OSError:
+        pass
+    out = []
+    for line in kept.split(b"\n"):
+        found = _ENV_LINE_RE.match(line)
+        if found and found.group("value") == REDACTED:
+            name = found.group("name").decode("ascii")
+            if name in current:
+                out.append(current[name])
+            continue
+        out.append(line)
+    return b"\n".join(out)
 
 
 def copy_path(directory, path, generation=""):
@@ -186,7 +236,7 @@ def _needs_write(dest, data):
 
 
 def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False, keep_secrets=False,
-         group=""):
+         group="", redact=()):
     """After a verified start: the set of this invocation, replaced as a whole. Each restorable file that exists
     is copied to a name of this invocation (the copies the current manifest names are not touched), then the
     manifest is renamed into place (the switch), then the copies no manifest names any more are removed. A kill
@@ -212,6 +262,8 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
             continue
         with open(path, "rb") as handle:
             content = handle.read()
+        if path in redact:
+            content = redact_env(content)
         if _needs_write(entry["kept_at"], content):
             written.append(entry["kept_at"])
             if not check_mode:
@@ -309,7 +361,7 @@ def is_secret_entry(path, entry, secret_paths=()):
     return path in secret_paths or (isinstance(entry, dict) and bool(entry.get("exists")) and "sha256" not in entry)
 
 
-def restore(directory, check_mode=False, secret_paths=()):
+def restore(directory, check_mode=False, secret_paths=(), redact=()):
     """Put back every restorable file of the manifest as the last verified start had it: each kept copy renamed
     into place through a temporary file with the recorded mode and owner (only where content, mode or owner
     differ), each file it did not have removed. Idempotent: run again after a kill or a failed copy, it does
@@ -325,7 +377,8 @@ def restore(directory, check_mode=False, secret_paths=()):
             continue
         if data.get("secrets_kept") is not True and is_secret_entry(path, entry, secret_paths):
             continue
-        outcome = put_back_file(path, entry.get("exists"), entry.get("kept_at"), entry, check_mode)
+        merge = (lambda kept, current=path: merge_env(kept, current)) if path in redact else None
+        outcome = put_back_file(path, entry.get("exists"), entry.get("kept_at"), entry, check_mode, merge)
         if outcome == "missing":
             missing.append(entry.get("kept_at") or path)
             missing_paths.append(path)
@@ -337,7 +390,7 @@ def restore(directory, check_mode=False, secret_paths=()):
             "missing_paths": missing_paths, "manifest": data, "problem": problem}
 
 
-def put_back_file(path, existed, kept, entry, check_mode=False):
+def put_back_file(path, existed, kept, entry, check_mode=False, transform=None):
     """One file of a set that goes back (the last-good set here, a transaction's in _server/txn.py): removed when it
     did not exist, else its kept copy renamed into place through a temporary file with the recorded mode and owner
     (``entry``: mode, owner, group), only where content, mode or owner differ. Returns what it did: "removed",
@@ -352,6 +405,8 @@ def put_back_file(path, existed, kept, entry, check_mode=False):
         return "missing"
     with open(kept, "rb") as handle:
         content = handle.read()
+    if transform is not None:
+        content = transform(content)
     mode = int(str(entry.get("mode") or "0600"), 8)
     uid, gid = _owner_ids(entry)
     try:

@@ -628,7 +628,8 @@ class ServerLifecycle(object):
             self.did("stopped %s (rollback)" % self.desired.unit)
             lost, kept_files = [], {}
             if restorable:
-                back = _last_good.restore(self.directory, secret_paths=self.desired.secret_paths)
+                back = _last_good.restore(self.directory, secret_paths=self.desired.secret_paths,
+                                          redact=[self.desired.env_path])
                 for key in ("put_back", "removed", "missing"):
                     outcome[key].extend(back[key])
                 lost, kept_files = back["missing_paths"], back["manifest"].get("files") or {}
@@ -656,7 +657,8 @@ class ServerLifecycle(object):
             else:
                 _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
                                 secret_paths=self.desired.secret_paths, invocation_id=res.get("invocation_id") or "",
-                                keep_secrets=self.desired.keep_secrets)
+                                keep_secrets=self.desired.keep_secrets, group=self.group,
+                                redact=[self.desired.env_path])
                 txn_mod.close(self.directory)
                 outcome["ok"] = True
         except RollbackIncomplete as exc:
@@ -726,7 +728,8 @@ class ServerLifecycle(object):
             self.txn_phase("verified", invocation_id=invocation)
             kept = _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
                                    secret_paths=self.desired.secret_paths, invocation_id=invocation,
-                                   keep_secrets=self.desired.keep_secrets, group=self.group)
+                                   keep_secrets=self.desired.keep_secrets, group=self.group,
+                                   redact=[self.desired.env_path])
             manifest = kept["manifest"]
             if kept["changed"]:
                 self.did("kept the last good set of invocation %s" % invocation)

@@ -703,3 +703,20 @@ def test_no_launcher_is_no_directory_and_every_run_works(host):
 def host_owner(host):
     from server_fakes import GROUP, USER
     return USER, GROUP
+
+
+def test_the_kept_environment_file_holds_no_token_and_a_rollback_keeps_the_rotated_one(host):
+    """Issue 48, 7d0d57e: the kept copy of the environment file held every value of sglang_env (an HF_TOKEN), and a
+    rollback after a rotation put the old token back. Now the kept copy has secret-named values redacted and the
+    restore takes the current file's line of each."""
+    deployed(host)
+    for name in os.listdir(host.last_good):
+        with open(os.path.join(host.last_good, name), "rb") as handle:
+            assert KEY.encode() not in handle.read(), name
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(host.desired("2", key="sk-rotated-key-3")).converge()
+    assert "Rolled back" in info.value.msg
+    env = host.read(host.env)
+    assert "V=1\n" in env and "SGLANG_API_KEY=sk-rotated-key-3\n" in env and KEY not in env
+    assert env.startswith("# Managed\n")
