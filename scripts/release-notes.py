@@ -3,6 +3,8 @@
 
   release-notes.py summary                      -> a changelog fragment (YAML) with the release_summary
   release-notes.py notes TARBALL SHA256 DATE    -> docs/releases/<version>.md (Markdown)
+  release-notes.py semver                       -> exit 1 when a fragment says breaking_changes/removed_features and
+                                                   galaxy.yml's version is not the next major one
 
 What is read: the version (galaxy.yml); the ansible-core range (meta/runtime.yml) and the controllers the suite runs
 (tests/controllers.txt, "latest" resolved by scripts/ansible-core-version.py; the development controller of
@@ -173,7 +175,45 @@ def notes(tarball, sha256, date, rows=None):
     return "\n".join(out)
 
 
+MAJOR_SECTIONS = ("breaking_changes", "removed_features")
+
+
+def _vtuple(version):
+    return tuple(int(part) for part in str(version).split("."))
+
+
+def semver_problem(root=ROOT):
+    """Why galaxy.yml's version cannot be the next release, or "": a fragment that says breaking_changes or
+    removed_features needs a major version above the last release (changelogs/changelog.yaml); galaxy.yml's version
+    changes only with a release, so a checkout with such fragments must carry the next major version."""
+    with open(os.path.join(root, "galaxy.yml"), encoding="utf-8") as handle:
+        version = yaml.safe_load(handle)["version"]
+    with open(os.path.join(root, "changelogs", "changelog.yaml"), encoding="utf-8") as handle:
+        released = sorted((yaml.safe_load(handle) or {}).get("releases") or {}, key=_vtuple)
+    last = released[-1] if released else "0.0.0"
+    breaking = []
+    folder = os.path.join(root, "changelogs", "fragments")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        with open(os.path.join(folder, name), encoding="utf-8") as handle:
+            data = yaml.safe_load(handle) or {}
+        if isinstance(data, dict) and any(data.get(section) for section in MAJOR_SECTIONS):
+            breaking.append(name)
+    if not breaking:
+        return ""
+    if version in released or _vtuple(version)[0] <= _vtuple(last)[0]:
+        return ("changelogs/fragments %s say %s, so the next release is a major one: galaxy.yml's version is %s and "
+                "the last release %s (set galaxy.yml to %d.0.0 and cut it with make release)"
+                % (", ".join(breaking), " or ".join(MAJOR_SECTIONS), version, last, _vtuple(last)[0] + 1))
+    return ""
+
+
 def main(argv):
+    if argv[:1] == ["semver"] and len(argv) == 1:
+        problem = semver_problem()
+        if problem:
+            sys.stderr.write("release: %s\n" % problem)
+            return 1
+        return 0
     if argv[:1] == ["summary"] and len(argv) == 1:
         sys.stdout.write(summary_fragment())
         return 0

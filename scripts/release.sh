@@ -30,6 +30,7 @@ if [[ "$commit" == 1 ]]; then
   [[ -z "$dirty" ]] || die "commit these first (the release commits only its own files): $dirty"
 fi
 antsibull-changelog lint || die "antsibull-changelog lint refused a fragment (above)"
+"$PY" scripts/release-notes.py semver || die "a breaking change needs a major version (above)"
 
 echo "release: $VERSION ($DATE)"
 python scripts/release-notes.py summary >"changelogs/fragments/$VERSION.yml"

@@ -113,3 +113,30 @@ def test_antsibull_changelog_accepts_every_fragment():
         pytest.skip("antsibull-changelog is not in .venv (make venv)")
     proc = subprocess.run([lint, "lint"], cwd=ROOT, capture_output=True, text=True, check=False, timeout=600)
     assert proc.returncode == 0 and not proc.stdout.strip(), proc.stdout + proc.stderr
+
+
+def test_a_breaking_fragment_needs_the_next_major_version(tmp_path):
+    """Issue 48: galaxy.yml said 1.0.0 while the fragments removed modules, filters and variables. make test fails
+    when a fragment says breaking_changes or removed_features and galaxy.yml's version is not a major one above the
+    last release; the checkout itself passes."""
+    assert NOTES.semver_problem(ROOT) == ""
+    for rel in ("galaxy.yml", "changelogs/changelog.yaml"):
+        os.makedirs(os.path.dirname(str(tmp_path / rel)) or str(tmp_path), exist_ok=True)
+        with open(os.path.join(ROOT, rel), encoding="utf-8") as src:
+            (tmp_path / rel).write_text(src.read())
+    (tmp_path / "changelogs" / "fragments").mkdir()
+    released = sorted(yaml.safe_load((tmp_path / "changelogs" / "changelog.yaml").read_text())["releases"],
+                      key=lambda v: tuple(int(p) for p in v.split(".")))[-1]
+    major = int(released.split(".")[0])
+    galaxy = yaml.safe_load((tmp_path / "galaxy.yml").read_text())
+    (tmp_path / "changelogs" / "fragments" / "x.yml").write_text("removed_features:\n  - module x - gone.\n")
+    for version, ok in (("%d.1.0" % major, False), ("%d.0.1" % major, False), (released, False),
+                        ("%d.0.0" % (major + 1), True)):
+        galaxy["version"] = version
+        (tmp_path / "galaxy.yml").write_text(yaml.safe_dump(galaxy))
+        problem = NOTES.semver_problem(str(tmp_path))
+        assert (problem == "") is ok, (version, problem)
+    (tmp_path / "changelogs" / "fragments" / "x.yml").write_text("minor_changes:\n  - x - more.\n")
+    galaxy["version"] = "%d.1.0" % major
+    (tmp_path / "galaxy.yml").write_text(yaml.safe_dump(galaxy))
+    assert NOTES.semver_problem(str(tmp_path)) == ""
