@@ -75,3 +75,13 @@ def test_the_real_server_lane_is_left_to_its_own_call_and_runs_every_stage():
     stages = [line.split()[3].rstrip(";") for line in lane.splitlines() if line.startswith("if ! done_stage ")]
     assert stages == ["setup", "plan", "deploy", "again", "ratio3", "fatal", "verify"]
     assert "gpuserve.sglang.server" in lane and "nsenter -t" in lane and "unshare --pid --fork --mount --cgroup" in lane
+
+
+def test_the_real_lane_never_passes_with_stages_left_nor_a_verify_that_matched_no_host():
+    """Issue 49: the lane printed ALL PASSED and exited 0 when its time ran out with stages left, and its verify
+    stage ran verify.yml against a pattern that matched no host (skipping: no hosts matched, exit 0)."""
+    with open(os.path.join(ROOT, "tests", "gpu", "real_server.sh"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert "gpu_lib_finish; }" not in text and text.count("late \"$BUDGET\" && out_of_time") == 3
+    assert "exit 3" in text and "stage(s) left" in text
+    assert "-e sglang_verify_hosts=localhost" in text and "grep -q 'VERIFIED localhost'" in text
