@@ -339,6 +339,10 @@ class ServerLifecycle(object):
         if self.check_mode:
             return self.check()
         record = txn_mod.load(self.directory)
+        if not record:
+            # nothing changed here in this group change: the kept set stays under the change that kept it, so that
+            # a no-op run rewrites nothing
+            self.group = self.host.manifest.get("group") or ""
         if record:
             # the set is kept under the group change it belongs to (an earlier run's, when this finishes it)
             self.group = record.get("group") or self.group

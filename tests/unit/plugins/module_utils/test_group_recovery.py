@@ -184,3 +184,11 @@ def test_check_mode_of_a_group_shows_the_forced_restart(group):
     result = machine.restart(force=True)
     assert result["action"] == "restart" and result["changed"]
     assert "a restart is due on another node of this server" in result["reasons"]
+
+
+def test_a_no_op_group_run_writes_nothing(group):
+    """The set kept under a group change stays under it: a later run with nothing due rewrites no manifest (the
+    idempotence of molecule/multinode caught the commit rewriting it under each run's id)."""
+    before = dict((n, h.snapshot()) for n, h in group.hosts.items())
+    assert group.run("1") == "ok"
+    assert dict((n, h.snapshot()) for n, h in group.hosts.items()) == before
