@@ -38,6 +38,20 @@ def _load(name, *parts):
     return module
 
 
+LOCK_STACK_RE = re.compile(r"^(torch|nvidia-cuda-runtime(?:-cu\d+)?|nvidia-nccl-cu\d+)==(\S+)", re.M)
+
+
+def lock_stack(text):
+    """What a lock brings of the GPU stack: "torch X, CUDA runtime Y.Z, NCCL W" (read from its pins), or ""."""
+    pins = dict(LOCK_STACK_RE.findall(text or ""))
+    torch = pins.get("torch", "")
+    cuda = next((v for k, v in pins.items() if k.startswith("nvidia-cuda-runtime")), "")
+    nccl = next((v for k, v in pins.items() if k.startswith("nvidia-nccl")), "")
+    parts = (["torch %s" % torch] if torch else []) + (["CUDA %s" % ".".join(cuda.split(".")[:2])] if cuda else []) \
+        + (["NCCL %s" % nccl] if nccl else [])
+    return ", ".join(parts)
+
+
 def lock_pythons(text):
     """(the CPython X.Y list, the platform tag) a lock written by scripts/gen-sglang-lock.py has wheels for."""
     match = LOCK_HEADER_RE.search(text)
@@ -127,7 +141,9 @@ def summary_fragment(rows=None):
             "the GPU validation machines (docs/validation.md)." % (
                 version(), version(), requires_ansible(),
                 ", ".join("%s on Python %s" % (core, python) for core, _spec, python in rows), dev_core, ansible,
-                ", ".join("%s (CPython %s)" % (r[0], ", ".join(r[4])) for r in releases if r[4]) or "none",
+                ", ".join("%s (CPython %s%s)" % (r[0], ", ".join(r[4]),
+                                                  "; " + lock_stack(_read(r[3])) if lock_stack(_read(r[3])) else "")
+                          for r in releases if r[4]) or "none",
                 len(releases), releases[0][0], releases[-1][0],
                 ", ".join("%s %s" % (g, v) for g, v, _p in gateways())))
     return yaml.safe_dump({"release_summary": text}, width=1000, sort_keys=False)
@@ -159,12 +175,12 @@ def notes(tarball, sha256, date, rows=None):
         out.append("| %s | %s | `ansible-galaxy collection install` of the tarball and a role run from the installed "
                    "copy (tests/unit/test_collection_build.py) |" % (core, python))
     out += ["", "## SGLang releases", "",
-            "| release | texts (from the wheel) | hash lock | host Pythons with a wheel set in the lock |",
-            "| --- | --- | --- | --- |"]
+            "| release | texts (from the wheel) | hash lock | host Pythons with a wheel set in the lock | GPU stack the "
+            "lock pins |", "| --- | --- | --- | --- | --- |"]
     for release, wheel, sha, lock, pythons, platform in sglang_releases():
-        out.append("| %s | `%s`, sha256 `%s` | %s | %s |" % (
+        out.append("| %s | `%s`, sha256 `%s` | %s | %s | %s |" % (
             release, wheel, sha, "`%s` (%s)" % (lock, platform) if lock else "none shipped",
-            ", ".join(pythons) if pythons else "-"))
+            ", ".join(pythons) if pythons else "-", (lock_stack(_read(lock)) if lock else "") or "-"))
     out += ["", "A host whose Python has no wheel set in the lock (Debian 13's 3.13 for 0.5.23: outlines_core 0.1.26 "
             "has no cp313 wheel) is refused by the install role before any change, with the way named "
             "(docs/operator-guide.md).", "",
