@@ -130,6 +130,12 @@ def requires_ansible():
     return yaml.safe_load(_read("meta", "runtime.yml"))["requires_ansible"]
 
 
+def _lock_words(row):
+    """A locked release in the summary: its CPythons and the GPU stack its lock pins."""
+    stack = lock_stack(_read(row[3]))
+    return "%s (CPython %s%s)" % (row[0], ", ".join(row[4]), "; " + stack if stack else "")
+
+
 def summary_fragment(rows=None):
     """The release_summary fragment: one paragraph (RST) naming the tested matrix and the full notes."""
     rows = rows if rows is not None else controllers()
@@ -141,9 +147,7 @@ def summary_fragment(rows=None):
             "the GPU validation machines (docs/validation.md)." % (
                 version(), version(), requires_ansible(),
                 ", ".join("%s on Python %s" % (core, python) for core, _spec, python in rows), dev_core, ansible,
-                ", ".join("%s (CPython %s%s)" % (r[0], ", ".join(r[4]),
-                                                  "; " + lock_stack(_read(r[3])) if lock_stack(_read(r[3])) else "")
-                          for r in releases if r[4]) or "none",
+                ", ".join(_lock_words(r) for r in releases if r[4]) or "none",
                 len(releases), releases[0][0], releases[-1][0],
                 ", ".join("%s %s" % (g, v) for g, v, _p in gateways())))
     return yaml.safe_dump({"release_summary": text}, width=1000, sort_keys=False)

@@ -48,6 +48,8 @@ def unit_dir(backup_dir, service):
     manifest and copies, its open transaction and its open restore; two units on one host never share it."""
     service = service[:-len(".service")] if service.endswith(".service") else service
     return "%s/%s.last-good" % (backup_dir.rstrip("/") or "", service)
+
+
 FILE_MODE = 0o600
 DIR_MODE = 0o700
 

@@ -361,10 +361,10 @@ class ServerLifecycle(object):
         except (OSError, ValueError) as exc:
             # the keep or the record failed here (a full /etc, a file in the way): the group decided to keep, so
             # this node is never restored alone; its change stays open, decided, and the next run finishes it
+            words = (self.desired.service, self.group or "?", type(exc).__name__, exc)
             raise self.failure("%s: the group decided to KEEP its change %s, and this node's commit failed (%s: %s): "
                                "it serves the new configuration, verified; the next run finishes its commit (this "
-                               "node is never restored alone)" % (self.desired.service, self.group or "?",
-                                                                   type(exc).__name__, exc))
+                               "node is never restored alone)" % words)
         return self.finish()
 
     def restore_phase(self, reason):

@@ -532,7 +532,9 @@ def test_verdict_of_the_restart_step_reads_node_0s_gates_in_its_result():
 
 
 def test_group_due():
-    due = lambda *args, **kwargs: r.sglang_group(NODES, *args, **kwargs)["due"]   # noqa: E731
+    def due(*args, **kwargs):
+        return r.sglang_group(NODES, *args, **kwargs)["due"]
+
     assert due(_hostvars(), NODES, "prepare") is False
     assert due(_hostvars(gpu_a3={"phase": "prepare", "restart_due": True}), NODES, "prepare") is True
     assert due(_hostvars(gpu_a2={"restart_due": "false"}), NODES, "prepare") is False
@@ -572,8 +574,8 @@ def test_group_change_is_the_run_id_of_node_0s_lease_and_the_decision_follows_th
     hostvars["gpu-a2"]["sglang_server"] = {"phase": "decide", "group_decision": "commit"}
     assert r.sglang_group(NODES, hostvars, NODES, "decide")["decision"]["keep"] is True
     # an earlier run's change open on one node, kept on another under that change: keep it everywhere
-    hostvars = _hostvars(gpu_a2={"phase": "prepare", "group_state": {"open": {"id": "run-old", "phase": "restarted",
-                                                                          "decision": ""}}},
+    opened = {"open": {"id": "run-old", "phase": "restarted", "decision": ""}}
+    hostvars = _hostvars(gpu_a2={"phase": "prepare", "group_state": opened},
                          gpu_a3={"phase": "prepare", "group_state": {"kept_group": "run-old"}})
     verdict = r.sglang_group(NODES, hostvars, NODES, "prepare")
     assert verdict["open"] == ["gpu-a2"] and verdict["decision"] == {"group": "run-old", "keep": True}

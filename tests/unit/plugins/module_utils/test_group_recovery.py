@@ -84,7 +84,7 @@ class Group(object):
 
     def converge(self, version):
         """Runs until one succeeds (an open change is finished first, then the change applies)."""
-        outcomes = [self.run(version) for _ in range(3)]
+        outcomes = [self.run(version) for _run in range(3)]
         assert "ok" in outcomes, outcomes
         return outcomes
 

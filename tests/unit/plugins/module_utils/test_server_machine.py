@@ -591,6 +591,7 @@ def test_a_forced_restart_that_fails_rolls_back(host):
 
 def test_serving_verified_says_whether_a_rollout_may_put_the_worker_back(host):
     deployed(host)
+
     # refused before anything restarted: the verified invocation still runs
     def refuse(argv, timeout=None):
         return 1, "", "Unknown key name 'ExecStrat'"
