@@ -538,6 +538,9 @@ def test_group_due():
     assert due(_hostvars(), NODES, "prepare") is False
     assert due(_hostvars(gpu_a3={"phase": "prepare", "restart_due": True}), NODES, "prepare") is True
     assert due(_hostvars(gpu_a2={"restart_due": "false"}), NODES, "prepare") is False
+    # issue 47 defect 3: the rollout asks each node read-only (state due: a result with "due", no "restart_due");
+    # 7d0d57e read restart_due only, so a server due on one node only was never due as a whole behind routers
+    assert due(_hostvars(gpu_a2={"phase": "converge", "due": True}), NODES, "prepare") is True
     assert due({"gpu-a1": {"sglang_server": None}}, NODES, "prepare") is False
     assert due({}, NODES, "prepare", result="other") is False
     assert r.sglang_group([], _hostvars(gpu_a1={"restart_due": True}), NODES, "prepare")["due"] is False
