@@ -281,25 +281,22 @@ class ServerLifecycle(object):
             raise self.failure("%s: an earlier run left its rollback unfinished: run the prepare phase first"
                                % self.desired.service)
         self.before_start()
-        if self.plan.action in ("none", "keep_only"):
-            # nothing restarts here (no node is due): no transaction, so that a kill or a flaky gate now leaves
-            # nothing the next run would take for a change to finish (issue 47 defect 5)
-            verified = self.start_and_verify(rollback=False)
-            self.result["verified"] = True
-            self.gates(verified, rollback=False)
-            self.result["gates_passed"] = True
-            return self.finish()
-        if not txn_mod.load(self.directory):
-            # nothing landed here (a stale invocation, or a restart due on another node): a record all the same,
-            # so that the commit phase can report this phase's restart
-            txn_mod.begin(self.directory, self.desired.service, [], clock=self.clock, group=self.group)
-        self.txn_phase("restarting")
+        # nothing restarts here when no node is due: no transaction, so that a kill or a flaky gate now leaves
+        # nothing the next run would take for a change to finish (issue 47 defect 5)
+        restarting = self.plan.action not in ("none", "keep_only")
+        if restarting:
+            if not txn_mod.load(self.directory):
+                # nothing landed here (a stale invocation, or a restart due on another node): a record all the
+                # same, so that the commit phase can report this phase's restart
+                txn_mod.begin(self.directory, self.desired.service, [], clock=self.clock, group=self.group)
+            self.txn_phase("restarting")
         verified = self.start_and_verify(rollback=False)
         self.result["verified"] = True
         self.gates(verified, rollback=False)
         self.result["gates_passed"] = True
-        # the commit phase reports this restart as the group's (sglang_server_restart): kept with the change
-        self.txn_phase("restarted", restart=dict((k, v) for k, v in verified.items() if k != "journal_tail"))
+        if restarting:
+            # the commit phase reports this restart as the group's (sglang_server_restart): kept with the change
+            self.txn_phase("restarted", restart=dict((k, v) for k, v in verified.items() if k != "journal_tail"))
         return self.finish()
 
     def decide(self):
@@ -310,11 +307,14 @@ class ServerLifecycle(object):
         self.result["group_decision"] = "commit"
         if self.check_mode:
             return self.check()
-        record = txn_mod.load(self.directory)
+        self.record_keep(txn_mod.load(self.directory))
+        return self.finish()
+
+    def record_keep(self, record):
+        """The decision (keep) written into this node's open change, where it is not there yet."""
         if record and record.get("decision") != "commit":
             txn_mod.set_phase(self.directory, record, record.get("phase") or "restarted", decision="commit",
                               group=record.get("group") or self.group)
-        return self.finish()
 
     def finish_group(self, group, keep, reason=""):
         """The group's decision on group change ``group``, on this node: keep it (``commit``) where this node's
@@ -339,15 +339,14 @@ class ServerLifecycle(object):
         if self.check_mode:
             return self.check()
         record = txn_mod.load(self.directory)
-        if not record:
-            # nothing changed here in this group change: the kept set stays under the change that kept it, so that
-            # a no-op run rewrites nothing
-            self.group = self.host.manifest.get("group") or ""
         if record:
             # the set is kept under the group change it belongs to (an earlier run's, when this finishes it)
             self.group = record.get("group") or self.group
-            if record.get("decision") != "commit":
-                txn_mod.set_phase(self.directory, record, record.get("phase") or "restarted", decision="commit")
+            self.record_keep(record)
+        else:
+            # nothing changed here in this group change: the kept set stays under the change that kept it, so that
+            # a no-op run rewrites nothing
+            self.group = self.host.manifest.get("group") or ""
         restarted = (txn_mod.load(self.directory) or {}).get("restart") or {}
         ok, res = self.runner_factory("verified").execute()
         # the restart phase's result, as a single host's converge reports its restart
