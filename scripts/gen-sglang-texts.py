@@ -227,9 +227,32 @@ RULES = {
     # refuses NVFP4 on an SM120 GPU with a release that has none
     "nvfp4_sm120": (["layers/quantization/modelopt_quant.py"],
                     lambda src: (True, _find_line(src, "sm120")) if "sm120" in src else (None, None)),
+    # The Weight Cache Daemon (issue 49, roles/weight_cache): the standalone `python -m sglang.srt.weight_cache.daemon`
+    # (0.5.17+), the quantizations its CUDA IPC export allows (protocol.py IPC_QUANT_ALLOWLIST: method -> the
+    # quantization_config field it needs, "" for none), and whether server_args refuses it beside speculative decoding
+    "weight_cache_daemon": (["weight_cache/daemon.py"],
+                            lambda src: (True, _find_line(src, "if __name__ == \"__main__\":"))
+                            if "if __name__ == \"__main__\":" in src else (None, None)),
+    "weight_cache_quant_allowlist": (["weight_cache/protocol.py"], "_ipc_quant_allowlist"),
+    "weight_cache_refuses_speculative": (["server_args.py", "arg_groups/model_path_hook.py"],
+                                         lambda src: (True, _find_line(src, "--weight-cache-mode is not supported together with speculative"))
+                                         if "--weight-cache-mode is not supported together with speculative" in src else (None, None)),
+    # --weight-loader-prefetch-checkpoints (0.5.11+) and --weight-loader-drop-cache-after-load (0.5.12+)
+    "weight_loader_prefetch": (["server_args.py", "arg_groups/fields/model.py"],
+                               "_has_field:weight_loader_prefetch_checkpoints"),
+    "weight_loader_drop_cache": (["server_args.py", "arg_groups/fields/model.py"],
+                                 "_has_field:weight_loader_drop_cache_after_load"),
+    # SGLANG_CACHE_DIR (environ.py, 0.5.11+) and the compiler caches the release points under it itself
+    # (third_party_cache_defaults, 0.5.18+: set only where not set already); the unit sets each of them
+    "sglang_cache_dir_env": (["environ.py"], lambda src: (True, _find_line(src, "SGLANG_CACHE_DIR = EnvStr"))
+                             if "SGLANG_CACHE_DIR = EnvStr" in src else (None, None)),
+    "cache_dir_redirects": (["environ.py"], "_cache_dir_redirects"),
 }
 RULE_DEFAULTS = {"hicache_mamba": False, "nvfp4_sm120": False, "hicache_draft_host_pool": False, "hicache_auto_size": False, "cuda_graph_max_bs_split": False,
-                 "flashinfer_allreduce_fusion_backend": False, "mamba_radix_cache_strategy": False}
+                 "flashinfer_allreduce_fusion_backend": False, "mamba_radix_cache_strategy": False,
+                 "weight_cache_daemon": False, "weight_cache_quant_allowlist": {}, "weight_cache_refuses_speculative": False,
+                 "weight_loader_prefetch": False, "weight_loader_drop_cache": False, "sglang_cache_dir_env": False,
+                 "cache_dir_redirects": []}
 
 
 def _regex_value(source, *patterns, cast=str):
@@ -366,6 +389,35 @@ def _multithread_default(source):
     if not match:
         return None, None
     return match.group(1) == "True", source[:match.start()].count("\n") + 1
+
+
+def _ipc_quant_allowlist(source):
+    """({method: the quantization_config field its predicate needs, or ""}, line) of protocol.py's
+    IPC_QUANT_ALLOWLIST (a lambda that returns True needs nothing; a named predicate, the field it reads)."""
+    tree = ast.parse(source)
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "IPC_QUANT_ALLOWLIST":
+            allowed = {}
+            for key, value in zip(node.value.keys, node.value.values):
+                field = ""
+                if isinstance(value, ast.Name) and value.id in functions:
+                    reads = [sub.value for sub in ast.walk(functions[value.id])
+                             if isinstance(sub, ast.Constant) and isinstance(sub.value, str) and sub.value.isidentifier()]
+                    field = reads[0] if reads else value.id
+                allowed[key.value] = field
+            return allowed, node.lineno
+    return None, None
+
+
+def _cache_dir_redirects(source):
+    """(sorted variable names, line) that environ.py's third_party_cache_defaults points under SGLANG_CACHE_DIR."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and node.name == "third_party_cache_defaults":
+            names = [sub.value for ret in ast.walk(node) if isinstance(ret, ast.Dict)
+                     for sub in ret.keys if isinstance(sub, ast.Constant)]
+            return sorted(names), node.lineno
+    return None, None
 
 
 def _has_field(source, name):

@@ -12,6 +12,9 @@ RELEASES = {
         'sha256': '8a936c4d25fea605f44254e533cff2144c73ceffbc1f8738aba393461bbb64d1',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -30,7 +33,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': False,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': False,
+            'weight_loader_prefetch': False,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -228,6 +237,9 @@ RELEASES = {
         'sha256': 'ac8855a5d57dac8831fee526bca5212f1ae451f378e2ab08b3baecbc4deb4076',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -246,7 +258,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': False,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': False,
+            'weight_loader_prefetch': False,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -454,6 +472,9 @@ RELEASES = {
         'sha256': 'a854a68b11caf6b4b55c241a44378a7cdede7ede325db85c955f131506703bc6',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -472,7 +493,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': False,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': False,
+            'weight_loader_prefetch': False,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -680,6 +707,9 @@ RELEASES = {
         'sha256': 'fe0748beaff218d3e16c9018a5e19f018db06fc3c7ac4f90d2f93da1cf074b6f',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -698,7 +728,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': False,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -907,6 +943,9 @@ RELEASES = {
         'sha256': '4ed786a38655851fd055ef57380c34d29b87753b53f63457309f51e5bf48c2e6',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -925,7 +964,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -1138,6 +1183,9 @@ RELEASES = {
         'sha256': '94b3f3cc6b97f1364f247b8d9c1d106ec63cf22c55d6b65bc40ff29b0206ef5f',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -1156,7 +1204,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -1369,6 +1423,9 @@ RELEASES = {
         'sha256': '9d26266ab7e99165098f9e173f4a5a0ef6a0b64a6f30ef0b5ee859eead37e75a',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -1387,7 +1444,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -1606,6 +1669,9 @@ RELEASES = {
         'sha256': '1c1653ecf2893c7d7b1cf0c3e1cc9b7550ebad95c809de2f44bcc91b7a1e1fe3',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -1624,7 +1690,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -1843,6 +1915,9 @@ RELEASES = {
         'sha256': '4fe16056b45c8aca00f5f90ceb174dc3a62a3f5dccf159c791370795cd00fc99',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -1861,7 +1936,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -2081,6 +2162,9 @@ RELEASES = {
         'sha256': '21492759b4b99e117bd81610f633422f3fdae2896c2cde6931eab886deccc44f',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -2099,7 +2183,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -2318,6 +2408,9 @@ RELEASES = {
         'sha256': '8e182e1c449197cb6f98716a7cf432a3ea7af78c172f9b840ab28ad9e6cda9b4',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -2336,7 +2429,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -2555,6 +2654,9 @@ RELEASES = {
         'sha256': 'd5f345a18953dd35df568ac56bdcb7f5ee910ab39efea4469b714556d1070713',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -2573,7 +2675,13 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': False,
+            'weight_cache_quant_allowlist': {},
+            'weight_cache_refuses_speculative': False,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -2794,6 +2902,9 @@ RELEASES = {
         'sha256': '575e38f5683624ded3b4bb267f637a098e5ed37d13a1d1ff5ea09bd781a04d16',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -2812,7 +2923,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -3036,6 +3156,12 @@ RELEASES = {
         'sha256': 'e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf',
         'server_args_form': 'repr',
         'rules': {
+            'cache_dir_redirects': [
+                'CUDA_CACHE_PATH',
+                'FLASHINFER_WORKSPACE_BASE',
+                'TORCHINDUCTOR_CACHE_DIR',
+                'TRITON_CACHE_DIR',
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -3054,7 +3180,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'never',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -3287,6 +3422,12 @@ RELEASES = {
         'sha256': '425e87377e725d03db8262382008f3fd9561a6cf5d82f485f8b9929f02ffe12b',
         'server_args_form': 'dict',
         'rules': {
+            'cache_dir_redirects': [
+                'CUDA_CACHE_PATH',
+                'FLASHINFER_WORKSPACE_BASE',
+                'TORCHINDUCTOR_CACHE_DIR',
+                'TRITON_CACHE_DIR',
+            ],
             'cuda_graph_max_bs_split': False,
             'flashinfer_allreduce_fusion_backend': False,
             'hicache_auto_size': False,
@@ -3305,7 +3446,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'with_flag',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -3542,6 +3692,12 @@ RELEASES = {
         'sha256': '1573527042f4f6b4ead838302818595fc77fdc611dbcc2e40cd150fbc8f8513c',
         'server_args_form': 'dict',
         'rules': {
+            'cache_dir_redirects': [
+                'CUDA_CACHE_PATH',
+                'FLASHINFER_WORKSPACE_BASE',
+                'TORCHINDUCTOR_CACHE_DIR',
+                'TRITON_CACHE_DIR',
+            ],
             'cuda_graph_max_bs_split': True,
             'flashinfer_allreduce_fusion_backend': True,
             'hicache_auto_size': False,
@@ -3560,7 +3716,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'with_flag',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -3800,6 +3965,13 @@ RELEASES = {
         'sha256': '96c029f75dec99baa33a5db3d41b1bebefdd6bcfba3a2f7c807fe1cf49a87c20',
         'server_args_form': 'dict',
         'rules': {
+            'cache_dir_redirects': [
+                'CUDA_CACHE_PATH',
+                'FLASHINFER_WORKSPACE_BASE',
+                'TILELANG_CACHE_DIR',
+                'TORCHINDUCTOR_CACHE_DIR',
+                'TRITON_CACHE_DIR',
+            ],
             'cuda_graph_max_bs_split': True,
             'flashinfer_allreduce_fusion_backend': True,
             'hicache_auto_size': True,
@@ -3818,7 +3990,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'with_flag',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -4081,6 +4262,13 @@ RELEASES = {
         'sha256': 'cc9a0f15bd8f877a0584fdb7a1702240177a1f1cc8d17c978715161717b9037b',
         'server_args_form': 'dict',
         'rules': {
+            'cache_dir_redirects': [
+                'CUDA_CACHE_PATH',
+                'FLASHINFER_WORKSPACE_BASE',
+                'TILELANG_CACHE_DIR',
+                'TORCHINDUCTOR_CACHE_DIR',
+                'TRITON_CACHE_DIR',
+            ],
             'cuda_graph_max_bs_split': True,
             'flashinfer_allreduce_fusion_backend': True,
             'hicache_auto_size': True,
@@ -4099,7 +4287,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'with_flag',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
@@ -4363,6 +4560,13 @@ RELEASES = {
         'sha256': '00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937',
         'server_args_form': 'dict',
         'rules': {
+            'cache_dir_redirects': [
+                'CUDA_CACHE_PATH',
+                'FLASHINFER_WORKSPACE_BASE',
+                'TILELANG_CACHE_DIR',
+                'TORCHINDUCTOR_CACHE_DIR',
+                'TRITON_CACHE_DIR',
+            ],
             'cuda_graph_max_bs_split': True,
             'flashinfer_allreduce_fusion_backend': True,
             'hicache_auto_size': True,
@@ -4381,7 +4585,16 @@ RELEASES = {
             'pd_bootstrap_health_path': '/health',
             'pd_bootstrap_port_default': 8998,
             'pd_decode_radix_cache': 'with_flag',
+            'sglang_cache_dir_env': True,
             'spec_max_running_requests_default': 48,
+            'weight_cache_daemon': True,
+            'weight_cache_quant_allowlist': {
+                '': '',
+                'fp8': 'weight_block_size',
+            },
+            'weight_cache_refuses_speculative': True,
+            'weight_loader_drop_cache': True,
+            'weight_loader_prefetch': True,
         },
         'architectures': (
             'AfmoeForCausalLM ApertusForCausalLM ArceeForCausalLM BaichuanForCausalLM '
