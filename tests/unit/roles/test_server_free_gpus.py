@@ -1,30 +1,30 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The server role's sglang_free_gpus step, as the role wires it (run.yml's free_gpus option of
-gpuserve.sglang.sglang_server, the module's free_gpus(): run by the state machine before a start of a unit that is
+"""The server role's sglang_free_gpus step, as the role wires it (the free_gpus option the role's seam
+hands gpuserve.sglang.sglang_server, the module's free_gpus(): run by the state machine before a start of a unit that is
 down) on this machine with an nvidia-smi test double that lists two real processes: one under its own name (this
 host's: stopped) and one under another name (a PID of another PID namespace, as a host in a container sees: never
 stopped, named)."""
 from __future__ import annotations
 
-import os
 import subprocess
 import time
 
-import yaml
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server import entry as sglang_server
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_payload
 
-from ansible_collections.gpuserve.sglang.plugins.modules import sglang_server
-
-from conftest import ROOT, fake_nvidia_smi
+from conftest import fake_nvidia_smi
 
 QUERY_GPU = ("0, GPU-ca60360e-6190-fdf7-9bbb-8f0a025bf673, NVIDIA H200, 00000000:18:00.0, 143771, 9380, 133800, "
              "580.95.05, 9.0, Enabled, 700.00, 31\n")
 
 
 def test_the_role_passes_the_switch_and_nvidia_smi():
-    with open(os.path.join(ROOT, "roles", "server", "tasks", "run.yml"), encoding="utf-8") as handle:
-        module = yaml.safe_load(handle)[0]["gpuserve.sglang.sglang_server"]
-    assert module["free_gpus"] == {"enabled": "{{ sglang_free_gpus }}",
-                                   "nvidia_smi": "{{ sglang_nvidia_smi_dir }}/nvidia-smi"}
+    values = {"sglang_free_gpus": True, "sglang_nvidia_smi_dir": "/opt/nv/bin"}
+
+    def read(name, default=""):
+        return values.get(name, {"_server_in": {}, "sglang_server_nodes": []}.get(name, default))
+    payload = _server_payload.payload(read, "sglang-kimi", {}, "", "")
+    assert payload["free_gpus"] == {"enabled": True, "nvidia_smi": "/opt/nv/bin/nvidia-smi"}
     assert sglang_server.free_gpus({"free_gpus": {"enabled": False, "nvidia_smi": "/usr/bin/nvidia-smi"}}) is None
 
 

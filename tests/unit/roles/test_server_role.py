@@ -202,10 +202,8 @@ def test_env_file_and_record_mask_the_key():
     content = f.sglang_envfile({"SGLANG_ENABLE_SPEC_V2": "True", "SGLANG_API_KEY": "k"})
     assert content.splitlines() == ['SGLANG_API_KEY="k"', 'SGLANG_ENABLE_SPEC_V2="True"']
     # the record is the module's (_record.deploy_record masks every value of secrets_to_mask: test_record.py); the
-    # role hands it both keys, and the record its environment and command line, never a key itself
-    module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
-    assert module["secrets_to_mask"] == ["{{ sglang_api_key }}", "{{ sglang_admin_api_key }}"]
-    assert "sglang_api_key" not in yaml.safe_dump(module["record"])
+    # role's seam hands it both keys, and the record its environment and command line, never a key itself
+    # (tests/unit/plugins/plugin_utils/test_server_payload.py)
 
 
 def test_secrets_never_logged():
@@ -233,9 +231,9 @@ def test_secrets_never_logged():
     assert spec["env"]["options"]["content"]["no_log"] is True
     assert spec["secrets"]["options"]["content"]["no_log"] is True
     assert spec["api_key"]["no_log"] is True and spec["secrets_to_mask"]["no_log"] is True
-    module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
-    # the key is in the secrets file's text only (the environment file holds none: a rollback restores that one)
-    assert "sglang_api_key" not in module["env"]["content"] and "sglang_api_key" in module["secrets"]["content"]
+    # the key is in the secrets file's text only (the environment file holds none: a rollback restores that one):
+    # the role's seam computes both (test_server_payload.py); the role's task names no key
+    assert "api_key" not in yaml.safe_dump(_yaml("tasks", "run.yml"))
     for name in sorted(os.listdir(os.path.join(ROLE, "tasks"))):
         for task in _yaml("tasks", name) or []:
             for inner in [task] + task.get("block", []) + task.get("rescue", []) + task.get("always", []):
@@ -337,7 +335,7 @@ def test_the_gates_run_before_the_groups_verdict_and_no_node_keeps_before_it():
     assert "sglang_group(hostvars, ansible_play_batch, 'restart')" in verdict["vars"]["_verdict"]
     assert verdict["ansible.builtin.assert"]["that"] == "_verdict.problems | length == 0"
     module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
-    assert module["gates_here"] == "{{ sglang_server_nodes[:1] in [[], [inventory_hostname]] }}"
+    # node 0 alone runs the gates (the seam's gates_here: test_server_payload.py)
     rescue = block["rescue"]
     # the rescue carries out the group's ONE decision (module_utils/_server/group.py): keep or restore, every node
     assert rescue[0]["ansible.builtin.import_tasks"] == "run.yml" and rescue[0]["vars"]["_server_phase"] == "finish"

@@ -7,6 +7,7 @@ files byte for byte, the same refusals word for word, the same plan inputs."""
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 
 import jinja2
@@ -19,6 +20,7 @@ from ansible.plugins.filter.mathstuff import FilterModule as MathFilters
 from ansible.plugins.test.core import TestModule as CoreTests
 
 from ansible_collections.gpuserve.sglang.plugins.filter import server_role as r
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_payload
 from ansible_collections.gpuserve.sglang.plugins.filter.server_inputs import sglang_input_problems
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (
     sglang_args_merge, sglang_args_problems, sglang_release_args)
@@ -92,9 +94,9 @@ def test_the_api_key_is_not_in_the_environment_file_a_rollback_restores():
     run on the demo host found it in the last-good copy). SGLang reads the key from the secrets file."""
     assert "SGLANG_API_KEY" not in r.sglang_server_envfile({"NCCL_DEBUG": "WARN"})
     assert r.sglang_server_envfile(None) == r.ENV_HEADER
-    with open(os.path.join(ROOT, "roles", "server", "tasks", "run.yml"), encoding="utf-8") as handle:
-        run = yaml.safe_load(handle)[0]["gpuserve.sglang.sglang_server"]
-    assert "sglang_api_key" not in run["env"]["content"] and "sglang_api_key" in run["secrets"]["content"]
+    # the role's seam writes the environment file from _server_env and the secrets file from the keys
+    source = inspect.getsource(_server_payload.payload)
+    assert 'sglang_server_envfile(v["_server_env"])' in source and "sglang_server_secrets(keys)" in source
 
 
 @pytest.mark.parametrize("api, admin", [("sk-1", ""), ("", "adm-1"), ("sk-1", "adm-1"), ("a: b # c", "'q'\n")])

@@ -322,13 +322,13 @@ def test_the_role_withholds_the_secrets_file_unless_asked():
     """The role hands the choice to gpuserve.sglang.sglang_server (keep_secrets, the secrets file as its secret
     file); the state machine keeps and restores it only then (test_server_machine); the default is false and
     documented."""
+    import inspect
     import yaml
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_payload
     role = os.path.join(ROOT, "roles", "server")
-    with open(os.path.join(role, "tasks", "run.yml"), encoding="utf-8") as handle:
-        run = yaml.safe_load(handle)
-    args = run[0]["gpuserve.sglang.sglang_server"]
-    assert args["keep_secrets"] == "{{ sglang_last_good_keeps_secrets }}"
-    assert args["secrets"]["path"] == "{{ sglang_secrets_file }}"
+    source = inspect.getsource(_server_payload.payload)
+    assert '"keep_secrets": v["sglang_last_good_keeps_secrets"]' in source
+    assert '"secrets": {"path": v["sglang_secrets_file"]' in source
     with open(os.path.join(role, "defaults", "main.yml"), encoding="utf-8") as handle:
         assert yaml.safe_load(handle)["sglang_last_good_keeps_secrets"] is False
     with open(os.path.join(role, "meta", "argument_specs.yml"), encoding="utf-8") as handle:
