@@ -106,16 +106,23 @@ def jinja_expressions(text):
 
 
 def long_jinja(root, limit=JINJA_MAX):
-    """Every Jinja expression over ``limit`` characters in every role under ``root``/roles: a list of
+    """Every Jinja expression over ``limit`` characters in every role under ``root``/roles and in the playbooks
+    (issue 47): a list of
     (path relative to root, line, length, expression), in file order."""
     offenders = []
-    for role in roles(root):
-        for sub in JINJA_DIRS:
-            for path in _files(os.path.join(root, "roles", role, sub)):
-                for line, expr in jinja_expressions(_read(path)):
-                    if len(expr) > limit:
-                        offenders.append((os.path.relpath(path, root), line, len(expr), expr))
+    paths = [path for role in roles(root) for sub in JINJA_DIRS for path in _files(os.path.join(root, "roles", role, sub))]
+    for path in paths + playbooks(root):
+        for line, expr in jinja_expressions(_read(path)):
+            if len(expr) > limit:
+                offenders.append((os.path.relpath(path, root), line, len(expr), expr))
     return offenders
+
+
+def playbooks(root):
+    """The playbooks: playbooks/*.yml and the thin copies at the top level (``root``/*.yml but galaxy.yml)."""
+    top = [os.path.join(root, name) for name in sorted(os.listdir(root))
+           if name.endswith(".yml") and name != "galaxy.yml" and os.path.isfile(os.path.join(root, name))]
+    return [path for path in _files(os.path.join(root, "playbooks")) if path.endswith(".yml")] + top
 
 
 def roles(root):

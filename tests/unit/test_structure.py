@@ -118,3 +118,14 @@ def test_this_checkout_meets_issue_39_targets_EXPECTED_TO_FAIL_until_the_server_
     rewritten to issue 39's targets (the work in progress on branch lifecycle); it is not skipped on purpose."""
     found = CHECK.misses(ROOT)
     assert found == [], "%d target(s) missed:\n%s" % (len(found), "\n".join(found))
+
+
+def test_a_long_expression_in_a_playbook_is_a_miss(tmp_path):
+    """Issue 47: the playbooks too compute nothing a Python function could (old code measured roles only; 4ce21e5
+    had expressions of up to 405 characters in playbooks/prometheus.yml, deploy.yml, restart.yml, plan.yml, bench.yml
+    and verify.yml)."""
+    long = "x: \"{{ %s }}\"\n" % " | ".join(["a_variable_with_a_long_name"] * 5)
+    root = _tree(tmp_path, {"roles/other/tasks/main.yml": "---\n", "playbooks/deploy.yml": long, "restart.yml": long,
+                            "galaxy.yml": long})
+    found = CHECK.misses(root, targets={})
+    assert [miss.split(":")[0] for miss in found] == ["playbooks/deploy.yml", "restart.yml"]
