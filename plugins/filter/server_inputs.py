@@ -22,13 +22,13 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_unit_extra
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import is_secret_name
 from ansible_collections.gpuserve.sglang.plugins.module_utils._strays import match_problems
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import (
     USER_NAME_RE, control_problem, unit_name_problem)
 
 string_types = (str,)  # text on the controller (ansible's tagged and unsafe strings are str)
 
-SECRETS = ("sglang_api_key", "sglang_admin_api_key")
 UNIT_LISTS = ("sglang_unit_after", "sglang_unit_wants", "sglang_unit_wanted_by")
 RESTART_VALUES = ("no", "on-success", "on-failure", "on-abnormal", "on-watchdog", "on-abort", "always")
 KILL_MODES = ("control-group", "mixed", "process", "none")
@@ -75,7 +75,7 @@ def sglang_input_problems(inputs):
             problems.append(message)
 
     for name, value in inputs.items():
-        if name in SECRETS:
+        if is_secret_name(name):
             if value and control_problem(name, _text(value)):
                 problems.append("%s holds control characters (value not shown): refused" % name)
         elif isinstance(value, (string_types, int, float)) and not isinstance(value, bool):

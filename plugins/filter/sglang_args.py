@@ -22,7 +22,7 @@ import re
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_sequence
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import is_secret_name
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import is_secret_flag, is_secret_name
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils._text_safety import control_problem
 
@@ -213,7 +213,7 @@ def _value_problems(args, env, problems):
     for flag, value in args.items():
         for word in _value_words(flag, value) if value is not True else []:
             message = control_problem("sglang_args: --%s value" % flag, word)
-            if message and is_secret_name(str(flag)):
+            if message and is_secret_flag(str(flag), value):
                 message = "sglang_args: --%s holds control characters (value not shown): refused" % (flag,)
             if message:
                 problems.append(message)

@@ -165,34 +165,15 @@ def sglang_health_url(host, port=30000, path="/health"):
 # sglang_router_extra_args lands in the unit's ExecStart (a 0644 file) and in the gateway's /proc/<pid>/cmdline,
 # which every local user reads; neither pinned gateway reads these flags from its environment or a file. The role
 # hands over only the workers' key (sglang_router_api_key) inside the process (files/sglang_router_launch.py).
-SECRET_FLAG_WORDS = ("key", "keys", "apikey", "password", "passwd", "passphrase", "token", "tokens", "secret",
-                     "secrets", "credential", "credentials")
-# flags of the pinned releases whose names hold such a word and that are no secret: a file's path, or a count
-NOT_SECRET_FLAGS = frozenset((
-    "rate-limit-tokens-per-second", "balance-token-usage-threshold", "overload-token-usage-threshold",
-    "worker-overload-token-usage", "prefix-token-count", "dp-minimum-tokens-scheduler",
-    "least-load-mean-prefill-tokens", "routing-key-headers", "routing-key-override", "sticky-key-idle-secs"))
-PATH_SUFFIXES = ("-path", "-paths", "-file", "-dir")
+# Which flag carries a secret is the one rule's flag rule (module_utils/_secrets.py: is_secret_flag).
 
 
 def sglang_router_secret_flags(extra_args):
-    """The flags of extra_args (a dict of flag names) that carry a secret by their name: SMG 1.13's
-    control-plane-api-keys, tenant-api-key, oracle-password, and any name with key/password/token/secret..., a
-    file's path (tls-key-path) and the counts of NOT_SECRET_FLAGS excepted; or by their value: a URL with a
-    password or token in its userinfo (--postgres-db-url postgres://user:PASSWORD@db/r, --redis-url), by the one
-    masking rule (module_utils/_secrets.py)."""
-    out = []
-    for flag, value in (extra_args or {}).items():
-        name = str(flag).lstrip("-").lower().replace("_", "-")
-        values = value if isinstance(value, (list, tuple)) else [value]
-        if any(_secrets.url_secret(str(item)) for item in values if item is not None):
-            out.append(str(flag))
-            continue
-        if name in NOT_SECRET_FLAGS or name.endswith(PATH_SUFFIXES):
-            continue
-        if set(name.split("-")) & set(SECRET_FLAG_WORDS):
-            out.append(str(flag))
-    return sorted(out)
+    """The flags of extra_args (a dict of flag names) that carry a secret, by the one rule's flag rule
+    (_secrets.is_secret_flag): by their name (SMG 1.13's control-plane-api-keys, tenant-api-key, oracle-password,
+    any name with a secret word; a file's path and the pinned releases' counts excepted) or by their value (a URL
+    with a password or token in its userinfo: --postgres-db-url postgres://user:PASSWORD@db/r, --redis-url)."""
+    return sorted(str(flag) for flag, value in (extra_args or {}).items() if _secrets.is_secret_flag(flag, value))
 
 
 def sglang_router_extra_args_problems(extra_args, managed=(), known=None, release=""):

@@ -450,17 +450,9 @@ def markdown(data, params, verified=None, nccl_lines=None, python=""):
 
 
 def _scrub(value, secrets):
-    """``value`` (text, or a structure of them) with every known secret value replaced by the mask: a last guard,
-    the record's own fields never carry one."""
-    if isinstance(value, str):
-        for secret in sorted(secrets, key=len, reverse=True):
-            value = value.replace(secret, _secrets.MASK)
-        return value
-    if isinstance(value, dict):
-        return dict((key, _scrub(item, secrets)) for key, item in value.items())
-    if isinstance(value, list):
-        return [_scrub(item, secrets) for item in value]
-    return value
+    """``value`` (text, or a structure of them) with every known secret value replaced by the mask (the one
+    rule's ``_secrets.scrub`` in its known-values form): a last guard, the record's own fields never carry one."""
+    return _secrets.scrub(value, secrets, rule=False)
 
 
 def deploy_record(params, verified, bench, bench_gate, python, run=run_command, now=time.time, check_mode=False):

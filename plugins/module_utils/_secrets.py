@@ -39,7 +39,7 @@ MASK = "********"
 # The name of a secret field: what ends it, then what must not follow (a longer name).
 SECRET_NAME = (r"[A-Za-z0-9_-]*?"
                r"(?:apikeys?|(?<=[A-Za-z0-9])[_-](?:keys?|token)"
-               r"|(?:secret|password|passwd|credential)(?:s|[_-][A-Za-z0-9_-]*)?)"
+               r"|(?:secret|password|passwd|passphrase|credential)(?:s|[_-][A-Za-z0-9_-]*)?)"
                r"(?<![_-]file)(?<![_-]files)(?<![_-]path)(?<![_-]dir)(?<![_-]name)"
                r"(?![A-Za-z0-9_-])")
 # A value: quoted ('...' or "..." with backslash escapes), a [list] of them, or a word (up to the closing quote of a
@@ -60,11 +60,50 @@ URL_PATTERN = (r"(?P<lead>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]*:)(?P<value>[^
 URL_RE = re.compile(URL_PATTERN, re.IGNORECASE)
 NAME_RE = re.compile(r"-{0,2}" + SECRET_NAME, re.IGNORECASE)
 _EMPTY_RE = re.compile(r"(?:None|null|''|\"\"|\[\])[,;)}\]]*\Z")
+# The flag rule: a command-line flag carries a secret when its name does (the name rule), when any word of it is a
+# secret word (a gateway's --jwt-key-pem, --auth-tokens), or when its value is a URL with a password or token in
+# its userinfo (--postgres-db-url postgres://u:PASSWORD@db/r); a file's path and the counts of the pinned releases
+# (SGLang's and both gateways' flags that hold such a word and carry none) excepted.
+SECRET_WORDS = frozenset(("key", "keys", "apikey", "apikeys", "password", "passwords", "passwd", "passphrase",
+                          "token", "tokens", "secret", "secrets", "credential", "credentials"))
+NOT_SECRET_FLAGS = frozenset((
+    "rate-limit-tokens-per-second", "balance-token-usage-threshold", "overload-token-usage-threshold",
+    "worker-overload-token-usage", "prefix-token-count", "dp-minimum-tokens-scheduler",
+    "least-load-mean-prefill-tokens", "routing-key-headers", "routing-key-override", "sticky-key-idle-secs",
+    "bucket-inter-token-latency", "bucket-time-to-first-token", "generation-tokens-buckets", "prompt-tokens-buckets",
+    "kt-max-deferred-experts-per-token", "max-prefill-tokens", "max-total-tokens", "num-reserved-decode-tokens",
+    "prefill-delayer-token-usage-low-watermark", "sampling-mask-max-tokens", "speculative-num-draft-tokens",
+    "speculative-dspark-align-verify-tokens-to-graph-tier", "speculative-ngram-external-corpus-max-tokens",
+    "speculative-token-map", "swa-full-tokens-ratio", "tbo-token-distribution-threshold", "max-new-tokens"))
+NOT_SECRET_SUFFIXES = ("-path", "-paths", "-file", "-files", "-dir", "-name")
+FLAG_RE = re.compile(r"(?P<lead>(?<![A-Za-z0-9_#-])(?P<fq>['\"])?--(?P<name>[A-Za-z][A-Za-z0-9_-]*)"
+                     r"(?:(?(fq)(?P=fq)[ \t]*,[ \t]*|(?!))|=|[ \t]+))(?P<value>(?!-)(?:" + QUOTED + r"|\S+))")
+_FLAG_ONLY_RE = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
 
 
 def is_secret_name(name):
     """True when ``name`` (a field, a flag, an environment variable) names a secret."""
     return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
+
+
+def is_secret_flag(flag, value=None):
+    """True when the command-line flag ``flag`` (``--x``, ``x`` or ``x_y``) carries a secret, by its name or by
+    ``value`` (a URL with userinfo; a list: any item)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(url_secret(str(item)) for item in values if item is not None and item is not True):
+        return True
+    name = str(flag).lstrip("-").lower().replace("_", "-")
+    if is_secret_name(name):
+        return True
+    if name in NOT_SECRET_FLAGS or name.endswith(NOT_SECRET_SUFFIXES):
+        return False
+    return bool(set(name.split("-")) & SECRET_WORDS)
+
+
+def _flag_masked(match):
+    if not is_secret_flag(match.group("name")):
+        return match.group(0)
+    return _masked(match)
 
 
 def _masked(match):
@@ -81,11 +120,9 @@ def _forms(secret):
     return {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
 
 
-def mask(text, secrets=()):
-    """``text`` with every secret field's value masked (None and empty values kept) and every known secret value
-    in ``secrets`` replaced wherever it appears. A list or tuple: each item masked. Not text: returned as it is."""
-    if isinstance(text, (list, tuple)):
-        return [mask(item, secrets) for item in text]
+def replace_known(text, secrets=()):
+    """``text`` with only the known secret values (as they are, repr- and JSON-escaped) replaced by the mask; the
+    field rule not applied (fixed texts such as "secrets file would change")."""
     if not isinstance(text, str) or not text:
         return text
     known = set()
@@ -94,7 +131,25 @@ def mask(text, secrets=()):
             known.update(form for form in _forms(secret) if form)
     for form in sorted(known, key=len, reverse=True):
         text = text.replace(form, MASK)
-    return URL_RE.sub(_url_masked, BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text)))
+    return text
+
+
+def mask(text, secrets=()):
+    """``text`` with every secret field's value masked (None and empty values kept) and every known secret value
+    in ``secrets`` replaced wherever it appears. A list or tuple: each item masked. Not text: returned as it is."""
+    if isinstance(text, (list, tuple)):
+        return [MASK if index and _argv_secret(text, index) else mask(item, secrets) for index, item in enumerate(text)]
+    if not isinstance(text, str) or not text:
+        return text
+    text = replace_known(text, secrets)
+    return URL_RE.sub(_url_masked, FLAG_RE.sub(_flag_masked, BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text))))
+
+
+def _argv_secret(argv, index):
+    """True when argv[index] is the value of the secret flag just before it (``['--api-key', 'v']``)."""
+    flag, value = argv[index - 1], argv[index]
+    return (isinstance(flag, str) and isinstance(value, str) and bool(value) and not value.startswith("-")
+            and _FLAG_ONLY_RE.fullmatch(flag) is not None and is_secret_flag(flag))
 
 
 def _url_masked(match):
@@ -121,6 +176,65 @@ def config_secrets(text):
                 found.append(value)
     return found
 # ---- END masking rule ----
+
+
+def scrub(value, secrets=(), rule=True, literal_keys=()):
+    """Every string of ``value`` (dicts, lists and tuples walked; an argv list's secret flag values masked) through
+    the one rule: ``mask`` (``rule`` False: only the known secret values replaced, ``replace_known``). Under a key in
+    ``literal_keys`` (fixed texts) only the known values are replaced. Other values are returned as they are."""
+    if isinstance(value, dict):
+        return dict((key, scrub(item, secrets, rule and key not in literal_keys, literal_keys))
+                    for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [MASK if rule and index and _argv_secret(value, index) else scrub(item, secrets, rule, literal_keys)
+                for index, item in enumerate(value)]
+    if isinstance(value, str):
+        return mask(value, secrets) if rule else replace_known(value, secrets)
+    return value
+
+
+_ENV_ASSIGN_RE = re.compile(r"^[ \t]*(?:export[ \t]+)?(?P<name>[A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?P<value>.*)$")
+
+
+def env_secrets(text):
+    """The values of the secret-named variables (``is_secret_name``: HF_TOKEN, ...) of an environment file's text
+    (``NAME=value`` lines, systemd's double quotes and backslash escapes undone) or of a mapping, and the secrets
+    of URLs with userinfo among the values: the literal values to mask and register."""
+    if isinstance(text, dict):
+        pairs = [(str(name), "" if value is None else str(value)) for name, value in text.items()]
+    else:
+        pairs = []
+        for line in (text.decode("utf-8", "replace") if isinstance(text, bytes) else (text or "")).splitlines():
+            found = _ENV_ASSIGN_RE.match(line)
+            if found:
+                value = found.group("value").strip()
+                if len(value) > 1 and value[0] == value[-1] and value[0] in "'\"":
+                    value = re.sub(r"\\(.)", r"\1", value[1:-1]) if value[0] == '"' else value[1:-1]
+                pairs.append((found.group("name"), value))
+    found = []
+    for name, value in pairs:
+        if value and not _EMPTY_RE.match(value) and is_secret_name(name):
+            found.append(value)
+        elif url_secret(value):
+            found.append(url_secret(value))
+    return found
+
+
+# ansible-core 2.22's masking API: a value registered here is replaced wherever the core prints or returns it
+# (failure results, run_command's messages, the callbacks' output). Older cores have none: nothing to do.
+try:
+    from ansible.module_utils.secrets import register_secrets as _register_secrets
+except ImportError:  # ansible-core < 2.22
+    _register_secrets = None
+
+
+def register(values):
+    """Register every non-empty secret text of ``values`` with the core's masking API where it has one (2.22+);
+    returns the list of values (for the module's own masking, which runs on every core)."""
+    texts = [value for value in values or () if isinstance(value, str) and value.strip()]
+    if texts and _register_secrets is not None:
+        _register_secrets(texts)
+    return texts
 
 
 def mask_mapping(mapping, extra_secret_names=(), masked=MASK):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _secrets
 
 UNIT, ENV, SECRETS, LAUNCHER = "unit", "env", "secrets", "launcher"
 # What a change of each kind is called in the due reasons (today's due.yml words).
@@ -136,12 +136,14 @@ class Desired(object):
         return dict((spec.path, spec.sha256) for spec in self.files if spec.kind in (UNIT, ENV) and spec.content)
 
     def withheld(self):
-        """The files whose checksum is not shown: the environment file when it holds a key."""
+        """The files whose checksum is not shown: the environment file when it holds a secret (a key to mask, or
+        a value the one rule calls secret: _secrets.env_secrets)."""
         env = self.of_kind(ENV)
         if env is None or not env.content:
             return []
         text = env.content.decode("utf-8", "replace")
-        return [env.path] if any(secret in text for secret in self.secrets_to_mask) else []
+        held = any(secret in text for secret in self.secrets_to_mask) or _secrets.env_secrets(text)
+        return [env.path] if held else []
 
     # ---- from the module's parameters -------------------------------------------------------------------------
     @classmethod

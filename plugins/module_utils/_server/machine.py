@@ -65,19 +65,9 @@ LITERAL_ONLY = ("reasons", "actions")
 
 
 def mask_all(value, secrets, rule=True):
-    """Every string in ``value`` (dicts and lists walked) through the one masking rule (``rule`` False: only the
-    known secret values replaced)."""
-    if isinstance(value, dict):
-        return dict((key, mask_all(item, secrets, rule and key not in LITERAL_ONLY)) for key, item in value.items())
-    if isinstance(value, (list, tuple)):
-        return [mask_all(item, secrets, rule) for item in value]
-    if isinstance(value, str):
-        if rule:
-            return _secrets.mask(value, secrets)
-        for secret in sorted(secrets, key=len, reverse=True):
-            value = value.replace(secret, _secrets.MASK)
-        return value
-    return value
+    """Every string in ``value`` through the one masking rule (_secrets.scrub; ``rule`` False: only the known
+    secret values replaced; under LITERAL_ONLY keys too)."""
+    return _secrets.scrub(value, secrets, rule, LITERAL_ONLY)
 
 
 def _utc(seconds):

@@ -35,7 +35,7 @@ MASK = "********"
 # The name of a secret field: what ends it, then what must not follow (a longer name).
 SECRET_NAME = (r"[A-Za-z0-9_-]*?"
                r"(?:apikeys?|(?<=[A-Za-z0-9])[_-](?:keys?|token)"
-               r"|(?:secret|password|passwd|credential)(?:s|[_-][A-Za-z0-9_-]*)?)"
+               r"|(?:secret|password|passwd|passphrase|credential)(?:s|[_-][A-Za-z0-9_-]*)?)"
                r"(?<![_-]file)(?<![_-]files)(?<![_-]path)(?<![_-]dir)(?<![_-]name)"
                r"(?![A-Za-z0-9_-])")
 # A value: quoted ('...' or "..." with backslash escapes), a [list] of them, or a word (up to the closing quote of a
@@ -56,11 +56,50 @@ URL_PATTERN = (r"(?P<lead>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:'\"]*:)(?P<value>[^
 URL_RE = re.compile(URL_PATTERN, re.IGNORECASE)
 NAME_RE = re.compile(r"-{0,2}" + SECRET_NAME, re.IGNORECASE)
 _EMPTY_RE = re.compile(r"(?:None|null|''|\"\"|\[\])[,;)}\]]*\Z")
+# The flag rule: a command-line flag carries a secret when its name does (the name rule), when any word of it is a
+# secret word (a gateway's --jwt-key-pem, --auth-tokens), or when its value is a URL with a password or token in
+# its userinfo (--postgres-db-url postgres://u:PASSWORD@db/r); a file's path and the counts of the pinned releases
+# (SGLang's and both gateways' flags that hold such a word and carry none) excepted.
+SECRET_WORDS = frozenset(("key", "keys", "apikey", "apikeys", "password", "passwords", "passwd", "passphrase",
+                          "token", "tokens", "secret", "secrets", "credential", "credentials"))
+NOT_SECRET_FLAGS = frozenset((
+    "rate-limit-tokens-per-second", "balance-token-usage-threshold", "overload-token-usage-threshold",
+    "worker-overload-token-usage", "prefix-token-count", "dp-minimum-tokens-scheduler",
+    "least-load-mean-prefill-tokens", "routing-key-headers", "routing-key-override", "sticky-key-idle-secs",
+    "bucket-inter-token-latency", "bucket-time-to-first-token", "generation-tokens-buckets", "prompt-tokens-buckets",
+    "kt-max-deferred-experts-per-token", "max-prefill-tokens", "max-total-tokens", "num-reserved-decode-tokens",
+    "prefill-delayer-token-usage-low-watermark", "sampling-mask-max-tokens", "speculative-num-draft-tokens",
+    "speculative-dspark-align-verify-tokens-to-graph-tier", "speculative-ngram-external-corpus-max-tokens",
+    "speculative-token-map", "swa-full-tokens-ratio", "tbo-token-distribution-threshold", "max-new-tokens"))
+NOT_SECRET_SUFFIXES = ("-path", "-paths", "-file", "-files", "-dir", "-name")
+FLAG_RE = re.compile(r"(?P<lead>(?<![A-Za-z0-9_#-])(?P<fq>['\"])?--(?P<name>[A-Za-z][A-Za-z0-9_-]*)"
+                     r"(?:(?(fq)(?P=fq)[ \t]*,[ \t]*|(?!))|=|[ \t]+))(?P<value>(?!-)(?:" + QUOTED + r"|\S+))")
+_FLAG_ONLY_RE = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*")
 
 
 def is_secret_name(name):
     """True when ``name`` (a field, a flag, an environment variable) names a secret."""
     return isinstance(name, str) and NAME_RE.fullmatch(name) is not None
+
+
+def is_secret_flag(flag, value=None):
+    """True when the command-line flag ``flag`` (``--x``, ``x`` or ``x_y``) carries a secret, by its name or by
+    ``value`` (a URL with userinfo; a list: any item)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    if any(url_secret(str(item)) for item in values if item is not None and item is not True):
+        return True
+    name = str(flag).lstrip("-").lower().replace("_", "-")
+    if is_secret_name(name):
+        return True
+    if name in NOT_SECRET_FLAGS or name.endswith(NOT_SECRET_SUFFIXES):
+        return False
+    return bool(set(name.split("-")) & SECRET_WORDS)
+
+
+def _flag_masked(match):
+    if not is_secret_flag(match.group("name")):
+        return match.group(0)
+    return _masked(match)
 
 
 def _masked(match):
@@ -77,11 +116,9 @@ def _forms(secret):
     return {secret, repr(secret)[1:-1], json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
 
 
-def mask(text, secrets=()):
-    """``text`` with every secret field's value masked (None and empty values kept) and every known secret value
-    in ``secrets`` replaced wherever it appears. A list or tuple: each item masked. Not text: returned as it is."""
-    if isinstance(text, (list, tuple)):
-        return [mask(item, secrets) for item in text]
+def replace_known(text, secrets=()):
+    """``text`` with only the known secret values (as they are, repr- and JSON-escaped) replaced by the mask; the
+    field rule not applied (fixed texts such as "secrets file would change")."""
     if not isinstance(text, str) or not text:
         return text
     known = set()
@@ -90,7 +127,25 @@ def mask(text, secrets=()):
             known.update(form for form in _forms(secret) if form)
     for form in sorted(known, key=len, reverse=True):
         text = text.replace(form, MASK)
-    return URL_RE.sub(_url_masked, BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text)))
+    return text
+
+
+def mask(text, secrets=()):
+    """``text`` with every secret field's value masked (None and empty values kept) and every known secret value
+    in ``secrets`` replaced wherever it appears. A list or tuple: each item masked. Not text: returned as it is."""
+    if isinstance(text, (list, tuple)):
+        return [MASK if index and _argv_secret(text, index) else mask(item, secrets) for index, item in enumerate(text)]
+    if not isinstance(text, str) or not text:
+        return text
+    text = replace_known(text, secrets)
+    return URL_RE.sub(_url_masked, FLAG_RE.sub(_flag_masked, BEARER_RE.sub(_masked, FIELD_RE.sub(_masked, text))))
+
+
+def _argv_secret(argv, index):
+    """True when argv[index] is the value of the secret flag just before it (``['--api-key', 'v']``)."""
+    flag, value = argv[index - 1], argv[index]
+    return (isinstance(flag, str) and isinstance(value, str) and bool(value) and not value.startswith("-")
+            and _FLAG_ONLY_RE.fullmatch(flag) is not None and is_secret_flag(flag))
 
 
 def _url_masked(match):
