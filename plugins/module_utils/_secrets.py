@@ -237,6 +237,45 @@ def register(values):
     return texts
 
 
+def _no_log_values(params, spec):
+    found = []
+    for name, option in (spec or {}).items():
+        value = (params or {}).get(name) if isinstance(params, dict) else None
+        if value is None:
+            continue
+        if option.get("no_log"):
+            found.extend(item for item in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(item, str))
+        elif option.get("options"):
+            for item in (value if isinstance(value, (list, tuple)) else [value]):
+                found.extend(_no_log_values(item, option["options"]))
+    return found
+
+
+def module_secrets(params, argument_spec=None, extra=()):
+    """Every secret value a module's options carry, by the one rule: the values of its ``no_log`` options
+    (``argument_spec`` walked, sub-options included), of secret-named keys at any depth, of secret-named variables
+    and secrets-file fields in any text (an environment file's ``HF_TOKEN=v``, ``api-key: v``), the secret of any
+    URL with userinfo, and ``extra``. Registered with the core's masking API where it has one (``register``);
+    returned for the module's own masking."""
+    found = list(extra or ()) + _no_log_values(params, argument_spec)
+
+    def walk(value, key=""):
+        if isinstance(value, dict):
+            for name, item in value.items():
+                walk(item, str(name))
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item, key)
+        elif isinstance(value, str) and value:
+            if is_secret_name(key) and not _EMPTY_RE.match(value):
+                found.append(value)
+            found.extend(env_secrets(value))
+            found.extend(config_secrets(value))
+            found.append(url_secret(value))
+    walk(params)
+    return register(list(dict.fromkeys(value for value in found if isinstance(value, str) and value.strip())))
+
+
 def mask_mapping(mapping, extra_secret_names=(), masked=MASK):
     """A mapping with the values of its secret-named keys (is_secret_name, or listed in ``extra_secret_names``)
     replaced by ``masked``; empty values stay empty."""

@@ -28,7 +28,7 @@ import traceback
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
-from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import config_file_secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import config_file_secrets, register
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import (
     ALL_TEXTS, RATIO_HALF_STEP, LogWatch, installed_release, mask_secrets, ranks_missing, texts_for)
@@ -577,6 +577,7 @@ class ServiceRunner(object):
         self.secrets.extend(value for value in (facts.get("api_key"), facts.get("admin_api_key")) if value)
         # the keys SGLang reads from its --config file (the role's secrets file): masked wherever they appear
         self.secrets.extend(config_file_secrets(st.exec_start))
+        register(self.secrets)   # read on the host: registered with the core's masking API (2.22+) too
         self.choose_texts(st.exec_start)
         if self.hicache is None:
             self.hicache = facts["hicache"]

@@ -170,6 +170,7 @@ repeat:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers
 from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import BenchError
 
@@ -197,6 +198,8 @@ def main():
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
+    # every secret its options carry, registered with the core's masking API (2.22+; _secrets.module_secrets)
+    module_secrets(module.params, module.argument_spec)
     p = module.params
     if p["max_tokens"] < 1 or p["repeat"] < 1 or p["allowed_mismatches"] < 0 or p["evict_tokens"] < 0 \
             or p["evict_chunk_tokens"] < 16:

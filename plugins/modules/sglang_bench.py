@@ -189,6 +189,7 @@ summary:
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench
 
 
@@ -211,6 +212,8 @@ def main():
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
+    # every secret its options carry, registered with the core's masking API (2.22+; _secrets.module_secrets)
+    module_secrets(module.params, module.argument_spec)
     params = module.params
     lines = None
     if params["prompt_file"]:

@@ -207,6 +207,7 @@ ansible_facts:
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._install import Install, InstallError
 from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import Packages
 
@@ -241,6 +242,8 @@ def main():
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
+    # every secret its options carry, registered with the core's masking API (2.22+; _secrets.module_secrets)
+    module_secrets(module.params, module.argument_spec)
     p = dict(module.params)
     files = p.pop("controller_files") or {}
     p.update(deps=p.pop("install_deps"), lock=files.get("lock") or {}, shipped_locks=files.get("shipped_locks") or [],

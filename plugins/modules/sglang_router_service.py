@@ -154,7 +154,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc, _router
 from ansible_collections.gpuserve.sglang.plugins.module_utils._router_service import (
     JOURNAL_LINES, RouterLifecycle, RouterRunner, RouterSystemctl, record_text, router_desired, write_record)
-from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import mask
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import mask, module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import LifecycleFailure
 
 ENV = {"LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "SYSTEMD_LESS": ""}
@@ -189,6 +189,8 @@ def main():
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
+    # every secret its options carry, registered with the core's masking API (2.22+; _secrets.module_secrets)
+    module_secrets(module.params, module.argument_spec)
     p = module.params
     if p["name"].endswith(".service") or p["backup_keep"] < 0 or p["router"]["timeout"] <= 0:
         module.fail_json(msg="nothing was changed: name must be given without .service, backup_keep 0 or more and "

@@ -378,6 +378,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc
 from ansible_collections.gpuserve.sglang.plugins.module_utils._progress import JournalProgress, follow_command
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import compile_patterns
@@ -410,6 +411,8 @@ def main():
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
+    # every secret its options carry, registered with the core's masking API (2.22+; _secrets.module_secrets)
+    module_secrets(module.params, module.argument_spec)
     params = module.params
     if params["timeout"] <= 0:
         module.fail_json(msg="timeout must be a positive number of seconds, got %s" % params["timeout"])

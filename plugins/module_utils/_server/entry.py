@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers, _nvidia_smi, _proc, _strays
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers, _nvidia_smi, _proc, _secrets, _strays
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalFollower
 from ansible_collections.gpuserve.sglang.plugins.module_utils._progress import JournalProgress
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import mask
@@ -129,6 +129,9 @@ ARGUMENT_SPEC = dict(
 def run_module(module):
     """The step the options name, over the state machine; exits the module (exit_json or fail_json)."""
     p = module.params
+    # every secret its options carry (keys, the environment file's HF_TOKEN, ...), registered with the core's
+    # masking API where it has one (2.22+): the one rule's module_secrets
+    _secrets.module_secrets(p, ARGUMENT_SPEC)
     found = problems(p)
     if found:
         module.fail_json(msg="nothing was changed: " + "; ".join(found))
