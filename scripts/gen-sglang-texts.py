@@ -54,6 +54,11 @@ FIELDS = {
     "type(self.model).__name__": "model_type", "available_bytes / 1e9": "free_gb",
     "available_bytes / 1000000000.0": "free_gb", "self.target_layer_num": "target_layers",
     "self.layer_num": "total_layers", "draft_layer_num": "draft_layers",
+    # the start-up timeline (issue 49): a CUDA graph capture's duration, SGLang's own start-up timings (0.5.17+)
+    "time.perf_counter() - tic": "elapsed", "capture_time": "elapsed",
+    "startup_time['load_weight']": "load_weight", "startup_time['kv_cache_allocation']": "kv_cache_allocation",
+    "startup_time['scheduler_e2e']": "scheduler_e2e", "cuda_graph_timings": "cuda_graph",
+    "startup_time['tokenizer_e2e']": "tokenizer_e2e",
 }
 READ_NAMES = {"tokens", "gb", "k_gb", "v_gb", "pool", "rank", "args", "dtype", "ratio", "mem_gb"}
 # Conditional values the collection wants one branch of (the other is another state, not a start-up text).
@@ -116,6 +121,15 @@ FAMILIES = {
     "pd_bootstrap_started": (False, ["disaggregation/common/conn.py"], "KVBootstrapServer started successfully",
                              "a prefill server's KV bootstrap server listens (PD disaggregation; 0.5.9 prints "
                              "nothing there)"),
+    # the start-up timeline of a restart (issue 49, _timeline.py): where each phase ends, per rank
+    "load_weight_begin": (False, ["model_executor/model_runner.py"], "Load weight begin.",
+                          "per rank, before the first weight is read"),
+    "cuda_graph_end": (False, ["model_executor/model_runner.py", "model_executor/model_runner_components/cuda_graph_setup.py",
+                               "speculative/eagle_worker.py", "speculative/eagle_worker_v2.py"],
+                       (" end. Time elapsed: ", "graph end. elapsed="),
+                       "per rank, each CUDA graph capture done (target decode/prefill, piecewise, the draft's)"),
+    "engine_startup_timings": (False, ["entrypoints/engine.py"], "Engine startup timings",
+                               "SGLang's own start-up timings, once, before the HTTP server (0.5.17+)"),
     "nonzero_node_sigterm": (False, ["entrypoints/engine.py"], "SIGTERM received on node_rank",
                              "a node other than node 0 of a multi-node server got SIGTERM and waits for node 0's "
                              "shutdown broadcast"),

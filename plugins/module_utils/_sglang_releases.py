@@ -120,6 +120,24 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB. avail '
+                    'mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft extend cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB.'
+                    ' avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -171,6 +189,9 @@ RELEASES = {
             'kv_pool': [
                 'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -352,6 +373,24 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB. avail '
+                    'mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft extend cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB.'
+                    ' avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -403,6 +442,9 @@ RELEASES = {
             'kv_pool': [
                 'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -587,6 +629,24 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB. avail '
+                    'mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft extend cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB.'
+                    ' avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -638,6 +698,9 @@ RELEASES = {
             'kv_pool': [
                 'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -826,6 +889,24 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB. avail '
+                    'mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture draft extend cuda graph end. Time elapsed: {elapsed:.2f} s. mem usage={_1:.2f} GB.'
+                    ' avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -874,6 +955,9 @@ RELEASES = {
             'kv_pool': [
                 'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -1066,6 +1150,16 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -1114,6 +1208,9 @@ RELEASES = {
             'kv_pool': [
                 'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -1306,6 +1403,16 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -1354,6 +1461,9 @@ RELEASES = {
             'kv_pool': [
                 'KV Cache is allocated. #tokens: {tokens}, K size: {k_gb:.2f} GB, V size: {v_gb:.2f} GB',
                 'KV Cache is allocated. #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -1549,6 +1659,16 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -1600,6 +1720,9 @@ RELEASES = {
                     'v_gb:.2f} GB'
                 ),
                 'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -1795,6 +1918,16 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {_1} end. Time elapsed: {elapsed:.2f} s. mem usage={graph_mem_usage:.2f} GB. avail'
+                    ' mem={after_mem:.2f} GB.'
+                ),
+                (
+                    'Capture piecewise CUDA graph end. Time elapsed: {elapsed:.2f} s. mem usage={mem_usage:.2f}'
+                    ' GB. avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -1846,6 +1979,9 @@ RELEASES = {
                     'v_gb:.2f} GB'
                 ),
                 'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -2042,6 +2178,12 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -2093,6 +2235,9 @@ RELEASES = {
                     'v_gb:.2f} GB'
                 ),
                 'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -2291,6 +2436,12 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -2339,6 +2490,9 @@ RELEASES = {
                     'v_gb:.2f} GB'
                 ),
                 'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -2537,6 +2691,12 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -2585,6 +2745,9 @@ RELEASES = {
                     'v_gb:.2f} GB'
                 ),
                 'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -2785,6 +2948,12 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -2833,6 +3002,9 @@ RELEASES = {
                     'v_gb:.2f} GB'
                 ),
                 'KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -3039,6 +3211,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -3087,6 +3272,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -3297,6 +3485,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -3353,6 +3554,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -3567,6 +3771,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -3623,6 +3840,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -3840,6 +4060,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -3896,6 +4129,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -4118,6 +4354,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -4186,6 +4435,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -4416,6 +4668,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -4484,6 +4749,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
@@ -4716,6 +4984,19 @@ RELEASES = {
             'w8a8_int8': 75,
         },
         'texts': {
+            'cuda_graph_end': [
+                (
+                    'Capture {capture_name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={mem_usage:.2f} '
+                    'GB, avail mem={after_mem:.2f} GB.'
+                ),
+            ],
+            'engine_startup_timings': [
+                (
+                    'Engine startup timings (s): load_weight={load_weight:.2f}, kv_cache_allocation={kv_cache_a'
+                    'llocation:.2f}, scheduler_e2e={scheduler_e2e:.2f}, cuda_graph={{{cuda_graph}}}, tokenizer_'
+                    'e2e={tokenizer_e2e:.2f}'
+                ),
+            ],
             'fatal_child_sigquit': [
                 'Received sigquit from a child process. It usually means the child failed.',
             ],
@@ -4787,6 +5068,9 @@ RELEASES = {
                     'gb:.2f} GB'
                 ),
                 '{pool} is allocated. dtype: {dtype}, #tokens: {tokens}, KV size: {gb:.2f} GB',
+            ],
+            'load_weight_begin': [
+                'Load weight begin. avail mem={_1:.2f} GB',
             ],
             'load_weight_end': [
                 (
