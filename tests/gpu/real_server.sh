@@ -22,6 +22,8 @@
 set -u
 # shellcheck source=tests/gpu/lib.sh
 . "$(dirname "$0")/lib.sh"
+# shellcheck source=tests/gpu/real_server/setup.sh
+. "$(dirname "$0")/real_server/setup.sh"
 export GPU_KEEP_WORK=1
 gpu_lib_init real_server
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
@@ -53,48 +55,11 @@ out_of_time() {
 # ---------------------------------------------------------------------------------------------------------------
 step "setup ($(el))"
 if ! done_stage setup; then
-  PY0=$(command -v python3)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/ans "$CARRY"/wheels/*.whl \
-    || bad "ansible-core wheels"
-  # systemd 252 (Debian 12), staged and copied into the merged /usr: only the libraries the machine lacks
-  S=/tmp/sdstage; rm -rf $S; mkdir -p $S
-  for f in "$CARRY"/debs/*.deb; do dpkg -x "$f" $S; done
-  L=/usr/lib/x86_64-linux-gnu
-  for lib in "$S"/lib/x86_64-linux-gnu/*.so* "$S"/usr/lib/x86_64-linux-gnu/*.so*; do [ -e "$L/$(basename "$lib")" ] || cp -a "$lib" $L/; done
-  mkdir -p /usr/lib/systemd $L/systemd /etc/systemd/system /var/log/journal
-  cp -a $S/lib/systemd/. /usr/lib/systemd/; cp -a $S/usr/lib/x86_64-linux-gnu/systemd/. $L/systemd/ 2>/dev/null
-  [ -d $S/usr/lib/systemd ] && cp -an $S/usr/lib/systemd/. /usr/lib/systemd/
-  cp -a $S/bin/. /usr/bin/ 2>/dev/null; cp -an $S/usr/bin/. /usr/bin/ 2>/dev/null
-  cp -an $S/etc/systemd/. /etc/systemd/ 2>/dev/null; ldconfig
-  [ -s /etc/machine-id ] || systemd-machine-id-setup >/dev/null 2>&1
-  export container=other
-  setsid unshare --pid --fork --mount --cgroup --propagation private bash -c 'mount -t proc proc /proc; mount -t tmpfs tmpfs /run; umount /sys/fs/cgroup 2>/dev/null; mount -t cgroup2 cgroup2 /sys/fs/cgroup; exec /usr/lib/systemd/systemd --system' \
-    > /tmp/sd-pid1.log 2>&1 < /dev/null &
-  # SGLang 0.5.17 and its start's packages, first on the torch venv's path (its transformers must win)
-  mkdir -p $SITE
-  "$PY0" -c "import tarfile,sys; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter='fully_trusted')" "$CARRY/site.tar.xz" $SITE \
-    || bad "unpack SGLang"
-  chmod -R a+rX $SITE
-  SP=$("$PY0" -c 'import site; print(site.getsitepackages()[0])')
-  echo "import sys; sys.path.insert(0, '$SITE')" > "$SP/00-gpuserve-sglang-0517.pth"
+  real_setup || { bad "systemd or CUDA_HOME missing"; gpu_lib_finish; }
   mkdir -p "$(dirname $MODEL)"
   "$PY0" "$REPO/tests/gpu/real_server/make_tiny_model.py" $MODEL > /dev/null 2>&1 || bad "tiny model"
   chmod -R a+rX /srv/models
-  # CUDA_HOME with bin/nvcc AND lib64/libcudart.so (SGLang's JIT links -lcudart)
-  CH=""; for c in "${CUDA_HOME:-}" /usr/local/cuda; do [ -n "$c" ] && [ -x "$c/bin/nvcc" ] && [ -e "$c/lib64/libcudart.so" ] && { CH=$c; break; }; done
-  for _ in $(seq 1 30); do
-    SD=$(ps -eo pid,args | awk '$2=="/usr/lib/systemd/systemd" && $3=="--system" {print $1}' | head -1)
-    [ -n "$SD" ] && nsenter -t "$SD" -a systemctl is-system-running 2>/dev/null | grep -qE 'running|degraded' && break
-    sleep 1
-  done
-  {
-    echo "SD=$SD"; echo "PY0=$PY0"; echo "CH=$CH"; echo "SMI_DIR=$(dirname "$(command -v nvidia-smi)")"
-  } > "$STATE/env"
-  echo "systemd pid ${SD:-none}: $(nsenter -t "${SD:-1}" -a systemctl is-system-running 2>&1); CUDA_HOME=${CH:-none}"
-  "$PY0" -c 'import sglang, sgl_kernel, transformers; print("sglang", sglang.__version__, "transformers", transformers.__version__)' \
-    || bad "import sglang"
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-  if [ -n "${SD:-}" ] && [ -n "$CH" ]; then mark setup; else bad "systemd or CUDA_HOME missing"; tail -20 /tmp/sd-pid1.log; gpu_lib_finish; fi
+  mark setup
 fi
 # shellcheck disable=SC1091
 . "$STATE/env"
@@ -143,7 +108,7 @@ sglang_bench_output_len: 32
 sglang_bench_timeout: 120
 sglang_bench_threshold_pct: 90
 YAML
-  printf -- '- name: The server role on this GPU machine\n  hosts: localhost\n  gather_facts: false\n  roles:\n    - role: gpuserve.sglang.server\n' > "$WORK/deploy.yml"
+  real_role_playbook "$WORK/deploy.yml"
 }
 show() { ns systemctl show sglang-kimi -p InvocationID -p ActiveState -p SubState -p MainPID -p ExecMainStatus -p Result -p NRestarts --value | tr '\n' ' '; }
 inv() { ns systemctl show sglang-kimi -p InvocationID --value; }
@@ -151,12 +116,13 @@ journal_inv() { ns journalctl --no-pager -o cat "_SYSTEMD_INVOCATION_ID=$1"; }
 role() {  # NAME RATIO -> rc in $RC, log in $WORK/NAME.log
   vars "$2"
   local s=$SECONDS
-  play -e "@$WORK/real-vars.yml" "$WORK/deploy.yml" > "$LOGS/$1.log" 2>&1; RC=$?
+  rm -f "$LOGS/result-$1.json"
+  play -e "@$WORK/real-vars.yml" -e "result_file=$LOGS/result-$1.json" "$WORK/deploy.yml" > "$LOGS/$1.log" 2>&1; RC=$?
   echo "role run $1 (ratio $2): rc=$RC in $((SECONDS - s)) s; unit: $(show)"
   grep -E '^(PLAY RECAP|localhost +:)' -A1 "$LOGS/$1.log" | tail -1
   grep -E 'fatal:|FAILED!|"msg":' "$LOGS/$1.log" | cut -c1-600 | head -8
 }
-key_hits() { local k; k=$(cat "$KEY_FILE"); { ns journalctl --no-pager -o cat -u sglang-kimi; cat "$LOGS"/*.log; ns systemctl cat sglang-kimi; } 2>/dev/null | grep -c -F "$k"; }
+key_hits() { local k; k=$(cat "$KEY_FILE"); { ns journalctl --no-pager -o cat -u sglang-kimi; cat "$LOGS"/*.log "$LOGS"/*.json; ns systemctl cat sglang-kimi; } 2>/dev/null | grep -c -F "$k"; }
 
 # ---------------------------------------------------------------------------------------------------------------
 step "plan: sglang_memory_plan on this GPU, ratio 2 and 3 ($(el))"
@@ -216,8 +182,10 @@ late "$BUDGET" && out_of_time
 step "again: the same input, nothing changes or restarts ($(el))"
 if ! done_stage again; then
   role again 2
-  changed=$(grep -E '^localhost +:' "$LOGS/again.log" | sed -E 's/.*changed=([0-9]+).*/\1/')
-  if [ $RC -eq 0 ] && [ "$changed" = 0 ] && [ "$(inv)" = "$(cat "$STATE/inv.deploy")" ]; then ok "idempotent: changed=0, same invocation"; else bad "second run: rc=$RC changed=$changed"; fi
+  # what the sglang_server module returned (kept by the playbook), not the recap's text
+  changed=$(real_result "$LOGS/result-again.json" changed); action=$(real_result "$LOGS/result-again.json" action)
+  if [ $RC -eq 0 ] && [ "$changed" = false ] && [ "$action" = '"none"' ] && [ "$(inv)" = "$(cat "$STATE/inv.deploy")" ]; then
+    ok "idempotent: the module changed nothing (action none), same invocation"; else bad "second run: rc=$RC changed=$changed action=$action"; fi
   mark again
 fi
 late "$BUDGET" && out_of_time
@@ -229,10 +197,13 @@ if ! done_stage ratio3; then
   I3=$(inv); echo "$I3" > "$STATE/inv.ratio3"
   echo "old invocation's end: $(ns journalctl --no-pager -o cat _SYSTEMD_INVOCATION_ID="$I1" | grep -E 'SIGTERM received|Gracefully exiting|kill_process_tree' | cut -c1-200 | tr '\n' '|')"
   ns journalctl --no-pager -o short-precise -u sglang-kimi | grep -E 'Main process exited|Deactivated|Failed with result|Consumed' | tail -4
-  grep -iE 'stop|137|sigkill' "$LOGS/ratio3.log" | grep -v '^\s*$' | cut -c1-300 | head -8
+  ending=$(real_result "$LOGS/result-ratio3.json" restart.stop.ending)
+  echo "the module's stop report: $(real_result "$LOGS/result-ratio3.json" restart.stop | cut -c1-600)"
   journal_inv "$I3" > "$OUTDIR/journal-ratio3.txt"
   grep -E 'KV Cache is allocated|host pool' "$OUTDIR/journal-ratio3.txt" | cut -c1-300
-  if [ $RC -eq 0 ] && [ "$I3" != "$I1" ] && [ -n "$I3" ]; then ok "restarted onto ratio 3 and verified"; else bad "ratio 3 (rc=$RC)"; tail -60 "$LOGS/ratio3.log"; fi
+  if [ $RC -eq 0 ] && [ "$I3" != "$I1" ] && [ -n "$I3" ] && [ "$ending" = '"sglang_sigkill"' ]; then
+    ok "restarted onto ratio 3 and verified; the old invocation's ending read as SGLang's own (sglang_sigkill)"
+  else bad "ratio 3 (rc=$RC, ending $ending)"; tail -60 "$LOGS/ratio3.log"; fi
   mark ratio3
 fi
 late "$BUDGET" && out_of_time
@@ -268,14 +239,37 @@ fi
 step "the API key ($(el))"
 hits=$(key_hits); if [ "$hits" = 0 ]; then ok "the key is in 0 journal lines, role logs and unit text"; else bad "the key appears $hits times"; fi
 step "the record and the plan against the printed sizes ($(el))"
-"$PY0" - "$STATE/plan.json" /etc/sglang/sglang-kimi.json <<'PY' || bad "plan vs printed"
+# the plan (sglang_memory_plan's answer) against what the server printed, as the sglang_server module read it at
+# ratio 2 (deploy) and 3 (ratio3): KV tokens per rank and the host pool's tokens, within 2 %
+"$PY0" - "$STATE/plan.json" "$LOGS/result-deploy.json" "$LOGS/result-ratio3.json" <<'PY' || bad "plan vs printed"
 import json, sys
 plan = json.load(open(sys.argv[1]))
-rec = json.load(open(sys.argv[2]))
-print("record:", json.dumps(rec)[:1500])
-print("plan:", json.dumps({k: plan.get(k) for k in ("kv_cache", "hicache", "per_gpu", "compare", "kv_tokens", "host")})[:1500])
+ratio3 = ([p for p in plan.get("compare_plans") or [] if p.get("name") == "ratio3"] or [{}])[0]
+bad = []
+for label, planned, path, key in (
+        ("KV tokens per rank (ratio 2)", plan.get("kv_tokens_per_rank"), sys.argv[2], ("kv_cache", "tokens_per_rank")),
+        ("host pool tokens per rank (ratio 2)", plan.get("host_tokens_per_rank"), sys.argv[2],
+         ("hicache", "host_pool_tokens_per_rank")),
+        ("host pool tokens per rank (ratio 3)", ratio3.get("host_tokens_per_rank"), sys.argv[3],
+         ("hicache", "host_pool_tokens_per_rank"))):
+    try:
+        printed = json.load(open(path)).get("restart", {}).get(key[0], {}).get(key[1])
+    except (OSError, ValueError):
+        printed = None
+    if not planned or not printed:
+        bad.append("%s: planned %s, printed %s" % (label, planned, printed))
+        continue
+    err = 100.0 * (planned - printed) / printed
+    print("%s: planned %s, printed %s (%+.2f %%)" % (label, planned, printed, err))
+    if abs(err) > 2:
+        bad.append("%s off by %+.2f %%" % (label, err))
+if bad:
+    print("plan vs printed: " + "; ".join(bad))
+    sys.exit(1)
 PY
 ns journalctl --no-pager -o short-precise -u sglang-kimi > "$OUTDIR/journal-all.txt" 2>&1
 cat "$LOGS"/deploy.log "$LOGS"/again.log "$LOGS"/ratio3.log "$LOGS"/fatal.log "$LOGS"/verify.log > "$OUTDIR/role-runs.log" 2>/dev/null
+"$PY0" -c 'import json, sys; json.dump({p.rsplit("/", 1)[-1]: json.load(open(p)) for p in sys.argv[1:]}, sys.stdout, indent=1)' \
+  "$LOGS"/result-*.json > "$OUTDIR/module-results.json" 2>/dev/null
 echo "lane time in this call: $(el)"
 gpu_lib_finish
