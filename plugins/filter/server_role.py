@@ -23,6 +23,7 @@ from ansible.plugins.filter.core import to_bool, to_nice_yaml
 
 from ansible_collections.gpuserve.sglang.plugins.filter.server_inputs import sglang_input_problems
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import group as _group
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _weight_cache
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (
     sglang_args_merge, sglang_args_problems, sglang_argv, sglang_pd_server_args, sglang_release_args)
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_cmdline, sglang_envfile
@@ -78,7 +79,38 @@ def sglang_server_args(inputs, hostvars=None):
         extra = sglang_release_args(entries, release=inputs.get("release") or "", cpus=inputs.get("cpus") or 0, tp=tp,
                                     present=list(user))
         args = sglang_args_merge(args, extra)
-    return args
+    return _with_features(args, inputs, hostvars, user)
+
+
+def _with_features(args, inputs, hostvars, user):
+    """``args`` with the flags the role's own variables add (issue 49: sglang_weight_cache's client flags,
+    sglang_weight_prefetch's), by the fact sglang_server_features (flags.yml) of ``inputs``' host; a flag the user
+    set in sglang_args stays the user's."""
+    facts = (hostvars or {}).get(inputs.get("host", "")) if hasattr(hostvars, "get") else None
+    features = facts.get("sglang_server_features") if hasattr(facts, "get") else None
+    if not isinstance(features, dict):
+        return args
+    added = sglang_server_feature_args(features, args, inputs.get("release") or "",
+                                       (facts.get("sglang_memory_plan") if hasattr(facts, "get") else None))[0]
+    added = dict((k, v) for k, v in added.items() if k not in set(sglang_args_merge({}, user or {})))
+    return sglang_args_merge(args, added) if added else args
+
+
+def sglang_server_feature_args(features, args, release="", plan=None):
+    """(flags, notes) that sglang_server_features ({weight_cache, weight_cache_timeout, weight_prefetch,
+    weight_prefetch_headroom_gb}) add to the effective flags ``args`` for ``release``: the weight cache's client
+    flags (its refusals are the weight_cache role's) and SGLang's checkpoint prefetch where it applies."""
+    features = features if isinstance(features, dict) else {}
+    flags, notes = {}, []
+    if _bool(features.get("weight_cache", False)):
+        flags.update(_weight_cache.client_flags(args, features.get("weight_cache_timeout", 1800)))
+    prefetch, why = _weight_cache.prefetch_decision(
+        features.get("weight_prefetch", False), release, plan, sglang_plan_inputs(args, release)["tp"],
+        features.get("weight_prefetch_headroom_gb", 16))
+    flags.update(prefetch)
+    if why:
+        notes.append(why)
+    return flags, notes
 
 
 def sglang_plan_inputs(args, release=""):
@@ -221,11 +253,16 @@ def sglang_server_refusals(inputs):
     return refusals
 
 
-def sglang_server_notes(host, allow_dropins=False):
+def sglang_server_notes(host, allow_dropins=False, features=None):
     """What the preflight allowed or did not check, to say (not refusals): drop-ins that override the managed unit
-    when sglang_allow_dropin_overrides allows them, and what the model preflight did not check."""
+    when sglang_allow_dropin_overrides allows them, what the model preflight did not check, and with ``features``
+    ({features: sglang_server_features, args, plan: sglang_memory_plan}) whether the checkpoint prefetch is used
+    and why."""
     host = host if isinstance(host, dict) else {}
     notes = []
+    if isinstance(features, dict):
+        notes.extend(sglang_server_feature_args(features.get("features"), features.get("args") or {},
+                                                host.get("sglang_release", ""), features.get("plan"))[1])
     dropins = host.get("dropin_overrides") or []
     if dropins and _bool(allow_dropins):
         notes.append("drop-ins override the managed unit (allowed): " + "; ".join(dropins))
