@@ -106,6 +106,12 @@ def _listed(processes, with_unit=True):
     return "; ".join(items)
 
 
+def _companions(info, p):
+    """nvidia-smi's processes of the units in ``p["companion_units"]`` (the Weight Cache Daemon's)."""
+    units = set(p.get("companion_units") or [])
+    return [q for q in info.get("processes") or [] if units and q.get("unit") in units]
+
+
 def gpu_checks(info, p, host):
     """(problems, notes) of nvidia-smi's answer ``info`` against the role's variables ``p``."""
     problems, notes = [], []
@@ -122,8 +128,13 @@ def gpu_checks(info, p, host):
                         % (info["driver_version"], host, p["min_driver"], needs, info["cuda_version"]))
     service = p["service_name"]
     unit = service if service.endswith(".service") else service + ".service"
+    companions = _companions(info, p)
+    if companions:
+        notes.append("The server's companion units hold GPU memory (the Weight Cache Daemon: the weights the server "
+                     "maps): %s" % _listed(companions))
+    own = set([unit] + list(p.get("companion_units") or []))
     # pid_here false: a PID of another PID namespace (this host is a container); neither foreign nor the server's
-    foreign = [q for q in info["processes"] if q.get("unit") != unit and q.get("pid_here") is not False]
+    foreign = [q for q in info["processes"] if q.get("unit") not in own and q.get("pid_here") is not False]
     unverified = [q for q in info["processes"] if q.get("pid_here") is False]
     if unverified:
         notes.append("nvidia-smi on %s lists PIDs that are not this host's processes (another PID namespace: a "
@@ -165,13 +176,31 @@ def memory_checks(info, p, host, run_command, warn=None, read=read_text):
     if info["count"] == 0 and p["gpu_memory_gb"] is None:
         return ["No GPUs on %s (%s) and sglang_preflight_gpu_memory_gb is not set: give the free GiB per GPU to plan "
                 "for (an idle 96 GB RTX PRO 6000 Blackwell has about 95.0)" % (host, info["reason"])], [], None
+    said = []
     try:
-        plan = memory_plan(plan_params(p, info["gpus"]), run_command, read=read, warn=warn)
+        params = plan_params(p, info["gpus"])
     except mp.PlanError as exc:
-        return [str(exc)], [], None
+        return [str(exc)], said, None
+    if p.get("companion_units"):
+        if _companions(info, p) and params["weights_gb_per_gpu"] is not None:
+            pass   # the weights per GPU as given
+        elif _companions(info, p):
+            # resident in the daemon: nvidia-smi's memory.free is already without them
+            params["weights_gb_per_gpu"] = 0.0
+            said.append("Memory plan: the weights are the Weight Cache Daemon's (%s), already out of memory.free; "
+                        "not counted again" % ", ".join(p["companion_units"]))
+        else:
+            params["gpu_overhead_gb"] = params["gpu_overhead_gb"] * 2
+            said.append("Memory plan: the Weight Cache Daemon (%s) is not running yet: it loads the weights the server "
+                        "maps and holds one more CUDA context (%.2f GiB overhead per GPU in all)"
+                        % (", ".join(p["companion_units"]), params["gpu_overhead_gb"]))
+    try:
+        plan = memory_plan(params, run_command, read=read, warn=warn)
+    except mp.PlanError as exc:
+        return [str(exc)], said, None
     running = plan.get("running_server") or {}
     views = running.get("views") or [] if running.get("running") else []
-    notes = list(views) + [plan["summary"]] + list(plan["compare_table"])
+    notes = said + list(views) + [plan["summary"]] + list(plan["compare_table"])
     if plan["fits"]:
         return [], notes, plan
     stop = (" even after the stop of %s (%s)" % (running["unit"], "; ".join(views))) if running.get("running") else ""

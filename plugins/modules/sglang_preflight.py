@@ -112,6 +112,14 @@ options:
     description: The server's systemd unit (with or without C(.service)); its processes on the GPUs are not foreign.
     type: str
     default: sglang-kimi
+  companion_units:
+    description:
+      - Units whose GPU processes belong to the server (the Weight Cache Daemon's, issue 49) - not foreign; while they
+        hold GPU memory the weights are theirs and the plan does not count them again, before they run the plan
+        counts one more CUDA context (O(gpu_overhead_gb)) for them.
+    type: list
+    elements: str
+    default: []
   nvidia_smi:
     description: Path of nvidia-smi; empty looks it up on PATH and the usual directories.
     type: str
@@ -215,6 +223,7 @@ def main():
             min_driver=dict(type="int", default=580),
             allow_foreign_gpu_processes=dict(type="bool", default=False),
             service_name=dict(type="str", default="sglang-kimi"),
+            companion_units=dict(type="list", elements="str", default=[]),
             nvidia_smi=dict(type="str", default=""),
             plan_after_stop=dict(type="bool", default=True),
             gpu_memory_gb=dict(type="float"),

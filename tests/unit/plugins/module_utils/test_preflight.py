@@ -202,3 +202,25 @@ def test_a_tag_runs_only_its_check():
     result, seen = _check(checks=["memory"], model_path="/nope", check_paths=True)
     assert result["problems"] == ["no config.json at /nope"] and not seen
     assert result["gpu_info"]["count"] == 0
+
+
+# --- the Weight Cache Daemon beside the server (issue 49) -----------------------------------------------------------
+DAEMON = {"gpu_index": 0, "pid": 21, "process_name": "python3", "used_memory_mib": 9470,
+          "unit": "sglang-kimi-weight-cache.service", "pid_here": True}
+
+
+def test_the_weight_cache_daemon_s_processes_are_the_server_s_not_foreign():
+    """Old code: the daemon's unit is not the server's, so every deploy with sglang_weight_cache was refused."""
+    problems, _notes = _gpu_check(_gpus(8, processes=[DAEMON]))
+    assert problems and "are not sglang-kimi" in problems[0]
+    problems, notes = _gpu_check(_gpus(8, processes=[DAEMON]), companion_units=["sglang-kimi-weight-cache.service"])
+    assert problems == [] and "Weight Cache Daemon" in notes[0] and "9470 MiB" in notes[0]
+
+
+def test_the_plan_counts_the_weights_once_whether_the_daemon_holds_them_or_will():
+    units = ["sglang-kimi-weight-cache.service"]
+    info = _gpus(8, processes=[DAEMON])
+    _problems, notes, plan = _memory(info, gpu_memory_gb=None, weights_gb_per_gpu=None, companion_units=units)
+    assert plan["weights_gb_per_gpu"] == 0 and "already out of memory.free" in notes[0]
+    _problems, notes, plan = _memory(_gpus(8), gpu_memory_gb=None, companion_units=units)
+    assert plan["weights_gb_per_gpu"] == 72.3 and "one more CUDA context (2.00 GiB" in notes[0]
