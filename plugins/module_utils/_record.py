@@ -305,6 +305,8 @@ def record_data(params, verified, bench, bench_gate, python, host, when):
                         "host_pool_gb_per_rank": memory_plan.get("host_pool_gb_per_rank")} if memory_plan else {},
         "kv_cache": verified.get("kv_cache") or {},
         "hicache": verified.get("hicache") or {},
+        # the restart's phases and downtime (_timeline.py); the next --check predicts from these (restart_records)
+        "timeline": verified.get("timeline") or {},
         "hicache_expected": bool(params.get("hicache_expected")),
         "bench": bench,
         "bench_gate": (bench_gate or {}) if bench else {},
@@ -367,11 +369,14 @@ def markdown(data, params, verified=None, nccl_lines=None, python=""):
                _text(verified.get("invocation_id", "?")), _text(verified.get("previous_invocation_id", "") or "none"),
                _text(verified.get("main_pid", "?"))),
            "- timeline (s): " + ", ".join("%s %s" % (_text(k), _text(v))
-                                          for k, v in (verified.get("timeline") or {}).items()),
+                                          for k, v in (verified.get("timeline") or {}).items()
+                                          if not isinstance(v, (dict, list))),
+           downtime_line(verified.get("timeline") or {}),
            "- ready line: `%s`" % _text(verified.get("ready_line", "")),
            "- health: %s -> %s" % (params.get("health_url", ""), _text(verified.get("health_status", "?"))),
            "",
            "## HiCache (from this invocation's journal)"]
+    out = [line for line in out if line is not None]
     if hicache:
         out += ["- ranks seen: " + ", ".join(_text(rank) for rank in hicache.get("ranks_seen", [])),
                 "- host pool per rank: %s GB, total pinned %s GB" % (
@@ -447,6 +452,38 @@ def markdown(data, params, verified=None, nccl_lines=None, python=""):
             "Machine-readable twin: %s; earlier records: %s (last %s)." % (
                 params["record_json_path"], params["record_history_dir"], _text(params.get("keep", 10)))]
     return "\n".join(out) + "\n"
+
+
+def downtime_line(timeline):
+    """The record's downtime line: the total time no request was answered and its phases (_timeline.PHASES)."""
+    if timeline.get("downtime_s") is None:
+        return None
+    phases = ", ".join("%s %s" % (name, _text(value)) for name, value in (timeline.get("phases") or {}).items())
+    words = "- downtime: %s s (restart asked to the new invocation ready): %s" % (_text(timeline["downtime_s"]), phases)
+    if timeline.get("gates_s") is not None:
+        words += "; then the gates %s s (serving)" % _text(timeline["gates_s"])
+    if timeline.get("sglang_startup"):
+        reported = timeline["sglang_startup"]
+        words += "; SGLang's own timings: %s" % ", ".join(
+            "%s %s" % (key, _text(value)) for key, value in sorted(reported.items()) if not isinstance(value, dict))
+    return words
+
+
+def restart_records(json_path, history_dir, service):
+    """The record's twin and every twin in its history (the restarts this host recorded), each a dict; the ones
+    that cannot be read are left out. For --check's downtime prediction (_timeline.predict)."""
+    records = []
+    current = read_json(json_path) if json_path else {}
+    if current:
+        records.append(current)
+    if history_dir:
+        for _base, paths in history_sets(history_dir, service):
+            for path in paths:
+                if path.endswith(".json"):
+                    data = read_json(path)
+                    if data:
+                        records.append(data)
+    return records
 
 
 def _scrub(value, secrets):

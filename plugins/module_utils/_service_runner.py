@@ -26,7 +26,7 @@ import re
 import time
 import traceback
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _model_check, _timeline
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan import release_rules
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import config_file_secrets, register
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalError, JournalReader
@@ -232,6 +232,7 @@ class ServiceRunner(object):
         self.woke_on_line = False
         self.peeking = False
         self.lines_fed = 0  # journal entries read so far (settle_quiet: has a new one come)
+        self.phase_marks = {}  # systemd's events of this restart (_timeline: drain, reap, exec), wall seconds
 
     # ---- helpers -------------------------------------------------------------------------------
     @property
@@ -473,7 +474,29 @@ class ServiceRunner(object):
             start_warm = http if http is not None else first
             if start_warm is not None:
                 timeline["warming_up"] = round(max(0.0, ready - start_warm), 3)
+        timeline.update(self.phases_timeline())
         return timeline
+
+    def phases_timeline(self):
+        """The downtime of this run's restart or start per phase (_timeline.build): from the stop asked (the
+        restart queued; a stop already in flight: this run's start) to the new invocation proven ready, with
+        systemd's events of the stop and the start and the journal times of SGLang's start-up lines; the
+        slowest rank's weight load and SGLang's own start-up timings (0.5.17+) as SGLang printed them."""
+        out = {}
+        watch = self.watch
+        if watch.weight_load_s is not None:
+            out["weight_load_s"] = watch.weight_load_s
+        if watch.startup_reported:
+            out["sglang_startup"] = dict(watch.startup_reported)
+        if self.t_ready is None or self.result["action"] not in ("restart", "join", "start", "start_after_stop"):
+            return out
+        since = self.stop_watch["since"] if self.stop_watch is not None else self.t0
+        start = self.wall0 + (since - self.t0)
+        end = self.wall0 + (self.t_ready - self.t0)
+        marks = dict(self.phase_marks)
+        marks.update(watch.marks)
+        out.update(_timeline.build(start, end, marks))
+        return out
 
     def hicache_on(self):
         return bool(self.hicache)
@@ -682,6 +705,8 @@ class ServiceRunner(object):
         reader = JournalReader(self.run, self.old_invocation, self.journalctl, service_lines=False)
         entries = reader.read(tail=200)
         lines = [entry.message for entry in entries if entry.from_manager]
+        self.phase_marks.update(_timeline.stop_marks([(entry.realtime, entry.message) for entry in entries
+                                                      if entry.from_manager]))
         # the old invocation's own last lines: only for how it ended (its HiCache lines never count)
         own = JournalReader(self.run, self.old_invocation, self.journalctl, include_manager=False)
         service = [entry.message for entry in own.read(tail=STOP_SERVICE_TAIL) if not entry.from_manager]
@@ -910,6 +935,8 @@ class ServiceRunner(object):
             if entry.dropped:
                 self.watch.dropped += entry.dropped
             if entry.from_manager:
+                if "exec" not in self.phase_marks:
+                    self.phase_marks.update(_timeline.start_mark([(entry.realtime, entry.message)]))
                 continue
             had_ready = self.watch.ready_line is not None
             self.watch.feed(entry.message, entry.realtime)

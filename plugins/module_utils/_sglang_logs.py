@@ -21,7 +21,7 @@ import string
 import subprocess
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets, _timeline
 
 # Texts of other programs, the same whatever the SGLang release: torch, argparse (Python's), uvicorn.
 OTHER_FATAL = {
@@ -30,6 +30,7 @@ OTHER_FATAL = {
     # 0.5.20+: --cuda-graph-max-bs could match --cuda-graph-max-bs-decode, --cuda-graph-max-bs-prefill
     "argparse_ambiguous": r"error: ambiguous option: --[\w-]+ could match ",
 }
+KV_ANCHOR = " is allocated"
 HTTP_START_RE = re.compile(r"Uvicorn running on |Application startup complete\.")
 # Fatal families, most specific first: the reason quotes the line of the lowest-numbered one.
 FATAL_ORDER = ["fatal_host_memory", "fatal_hicache_reserve", "fatal_host_smaller", "fatal_kv_memory", "torch_oom",
@@ -39,7 +40,8 @@ FATAL_ORDER = ["fatal_host_memory", "fatal_hicache_reserve", "fatal_host_smaller
 _NUMBER = r"-?\d+(?:\.\d+)?"
 _FIELD_PATTERNS = {"tokens": r"\d+", "rank": r"\d+", "gb": _NUMBER, "k_gb": _NUMBER, "v_gb": _NUMBER,
                    "pool": r".+?", "dtype": r"\S+", "args": r".*", "ratio": _NUMBER,
-                   "mem_gb": _NUMBER}
+                   "mem_gb": _NUMBER, "elapsed": _NUMBER, "load_weight": _NUMBER, "kv_cache_allocation": _NUMBER,
+                   "scheduler_e2e": _NUMBER, "tokenizer_e2e": _NUMBER, "cuda_graph": r"[^{}]*"}
 
 
 def _vkey(version):
@@ -108,6 +110,10 @@ class Texts(object):
         self.max_tokens = compiled("max_total_num_tokens")
         self.load_weight_end = compiled("load_weight_end")
         self.pd_bootstrap = compiled("pd_bootstrap_started")
+        # where the start-up phases end (_timeline.py): per rank, and SGLang's own timings (0.5.17+)
+        self.load_weight_begin = compiled("load_weight_begin")
+        self.cuda_graph_end = compiled("cuda_graph_end")
+        self.startup_timings = compiled("engine_startup_timings")
         self.server_args = [re.compile(r"server_args=(?:ServerArgs\(|\{)")]
         self.fatal = []
         for family in FATAL_ORDER:
@@ -373,6 +379,9 @@ class LogWatch(object):
         self.dropped = 0          # lines of this invocation journald suppressed (rate limit)
         self.server_args_seen = False
         self.pd_bootstrap_line = None  # a prefill server's "KV bootstrap server started" line (releases that print it)
+        self.marks = {}           # start-up phase -> journal time of the event that ends it (_timeline.PHASES)
+        self.weight_load_s = None  # the slowest rank's "Load weight end. elapsed=" (SGLang's own figure)
+        self.startup_reported = None  # SGLang's "Engine startup timings" (0.5.17+), _timeline.startup_timings
 
     def use_texts(self, texts, extra_fail_patterns=None):
         """Read with these texts (a release's table): the ready and fatal patterns follow, unless given."""
@@ -400,6 +409,7 @@ class LogWatch(object):
             if regex.pattern not in self.expect_matched and regex.search(line):
                 self.expect_matched[regex.pattern] = line
         rank, msg = parse_tagged(line)
+        http_before = self.http_start_ts is not None
         if self.http_start_ts is None and HTTP_START_RE.search(line):
             self.http_start_ts = ts
         texts = self.texts
@@ -431,7 +441,10 @@ class LogWatch(object):
         match = match_any(texts.hicache_auto, msg)
         if match and self.hicache_auto_ratio is None:
             self.hicache_auto_ratio = float(match.group("ratio"))
-        match = match_any(texts.kv, msg)
+        # every release's pool line says " is allocated": the templates' leading ``{pool}`` field is not searched
+        # through a line without it (0.5.17's ``(?P<pool>.+?) is allocated`` took seconds on server_args=)
+        match = match_any(texts.kv, msg) if KV_ANCHOR in msg else None
+        kv_seen = match is not None
         if match:
             self.kv.setdefault(key, []).append(kv_entry(match))
         match = match_any(texts.mamba, msg)
@@ -439,13 +452,41 @@ class LogWatch(object):
             self.mamba.setdefault(key, int(match.group("tokens")))
         if self.pd_bootstrap_line is None and match_any(texts.pd_bootstrap, msg):
             self.pd_bootstrap_line = line
+        self.mark_phases(texts, msg, ts, http_before, kv_seen)
         match = match_any(texts.max_tokens, msg)
         if match and self.max_total_num_tokens is None:
             self.max_total_num_tokens = int(match.group("tokens"))
         if self.ready_line is None and self.ready_re.search(line):
             self.ready_line = line
             self.ready_ts = ts
+            if ts is not None:
+                self.marks["warm_up"] = ts
             self.ready_stamp = line_stamp(line)
+
+    def mark_phases(self, texts, msg, ts, http_before, kv_seen):
+        """The journal time of each start-up event that ends a phase (_timeline.PHASES): the first rank's Load
+        weight begin, the last rank's Load weight end, KV pool, CUDA graph capture and HiCache host pool, the HTTP
+        server's start and the ready line; SGLang's own start-up timings where the release prints them."""
+        if ts is None:
+            return
+        if "process_start" not in self.marks and match_any(texts.load_weight_begin, msg):
+            self.marks["process_start"] = ts
+        match = match_any(texts.load_weight_end, msg)
+        if match:
+            self.marks["weights"] = ts
+            if match.groupdict().get("elapsed") is not None:
+                self.weight_load_s = max(self.weight_load_s or 0.0, float(match.group("elapsed")))
+        if kv_seen:
+            self.marks["kv_pool"] = ts
+        if match_any(texts.cuda_graph_end, msg):
+            self.marks["cuda_graphs"] = ts
+        if match_any(texts.hicache, msg) and self.ready_line is None:
+            self.marks["hicache_pool"] = ts
+        if not http_before and self.http_start_ts is not None:
+            self.marks["http_start"] = ts
+        match = match_any(texts.startup_timings, msg)
+        if match and self.startup_reported is None:
+            self.startup_reported = _timeline.startup_timings(match)
 
     @property
     def failed_line(self):

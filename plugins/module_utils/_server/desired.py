@@ -77,6 +77,9 @@ class Desired(object):
         self.venv_link = venv_link or ""
         self.record_path = record_path or ""
         self.host_name = host_name or ""
+        # the deployment record's inputs (the module's ``record`` option): the new ExecStart (``cmdline``), the
+        # interpreter, the record and its history, where --check reads this host's recorded restarts (issue 49)
+        self.record = {}
 
     # ---- names ------------------------------------------------------------------------------------------------
     @property
@@ -168,9 +171,11 @@ class Desired(object):
                         item.get("group") or "root") for item in params.get("dirs") or [] if item.get("path")]
         venv = params.get("venv_link") or {}
         record = params.get("record") or {}
-        return cls(params["name"], files, dirs, params.get("reads") or [], params.get("install_record") or "",
-                   params.get("backup_dir") or "/etc/sglang/backup", params.get("backup_keep", 5),
-                   params.get("keep_secrets"), params.get("rollback", True), params.get("secrets_to_mask") or [],
-                   venv.get("versioned") or "", venv.get("link") or "",
-                   record.get("record_md_path") or record.get("md_path") or "",
-                   params.get("host_name") or record.get("host") or "")
+        desired = cls(params["name"], files, dirs, params.get("reads") or [], params.get("install_record") or "",
+                      params.get("backup_dir") or "/etc/sglang/backup", params.get("backup_keep", 5),
+                      params.get("keep_secrets"), params.get("rollback", True), params.get("secrets_to_mask") or [],
+                      venv.get("versioned") or "", venv.get("link") or "",
+                      record.get("record_md_path") or record.get("md_path") or "",
+                      params.get("host_name") or record.get("host") or "")
+        desired.record = dict(record)
+        return desired

@@ -23,9 +23,12 @@ raises ``LifecycleFailure`` with the message of the role's former restart.yml an
 from __future__ import annotations
 
 import os
+import re
 import time
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils import (
+    _last_good, _model_check, _record, _secrets, _timeline, _weight_cache)
+from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import installed_release
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import layout
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_mod
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.claim import inputs_claim
@@ -68,6 +71,21 @@ def mask_all(value, secrets, rule=True):
     """Every string in ``value`` through the one masking rule (_secrets.scrub; ``rule`` False: only the known
     secret values replaced; under LITERAL_ONLY keys too)."""
     return _secrets.scrub(value, secrets, rule, LITERAL_ONLY)
+
+
+VENV_RELEASE_RE = re.compile(r"sglang-(\d+(?:\.\d+)+(?:\.post\d+)?)-[0-9a-f]{12}")
+
+
+def release_of(python, venv=""):
+    """The SGLang release a unit's interpreter runs: the versioned venv's name (``sglang-<release>-<12 hex>``),
+    else the sglang distribution beside the interpreter (importlib.metadata), else ''."""
+    for path in (venv, python):
+        match = VENV_RELEASE_RE.search(path or "")
+        if match:
+            return match.group(1)
+    if python and os.path.exists(python):
+        return installed_release(python) or ""
+    return ""
 
 
 def _utc(seconds):
@@ -183,7 +201,31 @@ class ServerLifecycle(object):
             self.result["actions"] += ["would stop pid %s %s" % (proc.get("pid"), proc.get("cmdline", ""))
                                        for proc in strays]
             self.result["changed"] = self.result["changed"] or bool(strays)
+        if self.plan.action in ("restart", "start"):
+            # what the change will cost in downtime, from this host's recorded restarts (issue 49)
+            self.result["restart"] = {"predicted_downtime": self.predicted_downtime()}
         return self.finish()
+
+    def predicted_downtime(self):
+        """The downtime of the restart this run would make, predicted from this host's recorded restarts of the
+        same release, model and flags (_timeline.predict over the record and its history), with why the weights
+        cannot be kept across it (_weight_cache.refusals) and what loading them costs. Reads only."""
+        record = getattr(self.desired, "record", None) or {}
+        if not record.get("cmdline"):
+            return {"basis": "no history", "downtime_s": None, "msg": "no history: no deployment record is kept"}
+        try:
+            release = release_of(record.get("python") or "", self.desired.venv_versioned)
+            key = _timeline.restart_key(record["cmdline"], release)
+            args = _timeline.flag_args(key["flags"])
+            config = _model_check.read_config(key["model"]) if key["model"] else None
+            refusals = [text.replace("sglang_weight_cache: ", "").split("; nothing was changed")[0]
+                        for text in _weight_cache.refusals(release, args, config, model_path=key["model"])]
+            records = _record.restart_records(record.get("record_json_path") or "",
+                                              record.get("record_history_dir") or "", self.desired.service)
+            return _timeline.predict(records, key, refusals)
+        except Exception as exc:  # pylint: disable=broad-except  # a prediction never fails a check
+            return {"basis": "unavailable", "downtime_s": None,
+                    "msg": "the downtime could not be predicted: %s: %s" % (type(exc).__name__, exc)}
 
     def plan_words(self):
         words = ["land %s" % spec.path for spec in self.plan.land]
@@ -675,6 +717,14 @@ class ServerLifecycle(object):
         to set a missing baseline (or after a first start)."""
         if not self.gates_here:
             return None
+        began = self.clock()
+        bench = self._gates(verified, rollback)
+        if isinstance(verified, dict) and isinstance(verified.get("timeline"), dict):
+            # the gates run against a server that answers: their time is beside the downtime, not in it
+            verified["timeline"]["gates_s"] = round(self.clock() - began, 3)
+        return bench
+
+    def _gates(self, verified, rollback):
         bench = None
         restarted = self.plan.action in ("restart", "verify_only") or rollback
         order = ("bench", "answers") if restarted else ("answers", "bench")

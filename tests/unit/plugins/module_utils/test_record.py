@@ -238,7 +238,7 @@ SECTIONS = ["## Last verified restart", "## HiCache (from this invocation's jour
 DATA_KEYS = {"service", "host", "when", "change_reason", "action", "invocation_id", "main_pid", "profile", "args",
              "cmdline", "sglang_version", "venv", "cuda", "driver", "install", "patches", "nccl_process", "inputs",
              "memory_plan", "kv_cache", "hicache", "hicache_expected", "bench", "bench_gate", "bench_previous",
-             "baseline", "baseline_when", "baseline_invocation_id"}
+             "baseline", "baseline_when", "baseline_invocation_id", "timeline"}
 
 
 def record_params(**over):
