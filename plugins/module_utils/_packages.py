@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import time
 
@@ -203,6 +204,60 @@ def pip_unsatisfied(run, python, requirements):
         return json.loads(out.strip().splitlines()[-1])
     except (ValueError, IndexError):
         raise PackageError("%s printed no list of unsatisfied requirements: %s" % (python, _tail(out, err)))
+
+
+_LOCK_LINE_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)((?:\s+--hash=sha256:[0-9a-f]{64})+)\s*")
+_REQ_RE = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)\s*")
+
+
+def _norm(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def lock_pins(text):
+    """{normalized name: version} of a hash lock (``NAME==VERSION --hash=sha256:...`` per requirement, backslash
+    continuations joined, comments skipped); raises PackageError on a line that is not such a pin."""
+    pins = {}
+    joined = re.sub(r"\\\n", " ", text or "")
+    for line in joined.splitlines():
+        line = line.split("#", 1)[0].strip() if line.lstrip().startswith("#") else line.strip()
+        if not line:
+            continue
+        found = _LOCK_LINE_RE.fullmatch(line)
+        if not found:
+            raise PackageError("the lock line %r is not NAME==VERSION --hash=sha256:..." % line[:120])
+        pins[_norm(found.group(1))] = found.group(2)
+    return pins
+
+
+def lock_problems(requirements, text):
+    """Why the lock does not pin ``requirements`` (each ``name[extras]==version``): a requirement that is not an
+    exact pin, or whose name the lock pins at another version or not at all; [] when it does."""
+    try:
+        pins = lock_pins(text)
+    except PackageError as exc:
+        return [str(exc)]
+    if not pins:
+        return ["the lock pins nothing"]
+    problems = []
+    for requirement in requirements:
+        found = _REQ_RE.fullmatch(requirement)
+        if not found:
+            problems.append("%s is not an exact pin (name==version)" % requirement)
+        elif pins.get(_norm(found.group(1))) != found.group(2):
+            problems.append("%s: the lock pins %s" % (requirement, pins.get(_norm(found.group(1)), "nothing of it")))
+    return problems
+
+
+def pip_install_lock(run, python, lock_path, extra_args=""):
+    """pip install exactly the hash lock at ``lock_path`` into the venv of ``python`` (``--require-hashes
+    --no-deps``: nothing the lock does not name, every file checked); True when pip installed anything."""
+    argv = [python, "-m", "pip", "install", "--disable-pip-version-check", "--require-hashes", "--no-deps"]
+    argv += shlex.split(extra_args or "") + ["-r", lock_path]
+    rc, out, err = run(argv, environ_update={"LC_ALL": "C"})
+    if rc != 0:
+        raise PackageError("pip install --require-hashes -r %s failed (rc=%d): %s" % (lock_path, rc, _tail(out, err)))
+    return "Successfully installed" in out
 
 
 def pip_install(run, python, requirements, extra_args=""):

@@ -146,6 +146,14 @@ options:
         type: list
         elements: str
         default: [python3-venv]
+      lock:
+        description:
+          - The text of a hash lock (C(NAME==VERSION --hash=sha256:...) per wheel) that pins O(pip.packages) and
+            everything they pull; installed with C(pip install --require-hashes --no-deps -r) (written to
+            C(<venv>/cuda-requirements-lock.txt)). A package it does not pin is refused before anything changes.
+          - Empty - the packages are installed as they resolve, without hash checking.
+        type: str
+        default: ""
   environment:
     description: The host's environment for CUDA (phase C(configure)).
     type: dict
@@ -325,6 +333,7 @@ PIP = dict(
     packages=dict(type="list", elements="str", default=["cuda-toolkit[nvcc,crt,nvvm,cudart]==13.0.2"]),
     extra_args=dict(type="str", default=""),
     system_packages=dict(type="list", elements="str", default=["python3-venv"]),
+    lock=dict(type="str", default=""),
 )
 ENVIRONMENT = dict(
     manage=dict(type="bool", default=True),

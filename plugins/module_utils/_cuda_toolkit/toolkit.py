@@ -41,7 +41,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import sha
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit import repo as repo_mod
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.host import Writer
 from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import (
-    PackageError, Packages, pip_install, pip_unsatisfied)
+    PackageError, Packages, lock_pins, lock_problems, pip_install, pip_install_lock, pip_unsatisfied)
 
 PHASES = ("install", "configure", "verify")
 OS_RELEASE = "/etc/os-release"
@@ -145,6 +145,12 @@ class CudaToolkit(object):
             self._fail("cuda: only https:// (or a local file://) sources are allowed and cuda_keyring_sha256 is 64 "
                        "hex digits; refused: %s" % "; ".join(refused))
         method = self.p["method"]
+        unlocked = lock_problems(pip.get("packages") or [], pip["lock"]) if method == "pip" and pip.get("lock") else []
+        if unlocked:
+            self._fail("cuda_pip_lock does not pin cuda_pip_packages (every CUDA wheel is installed from the hash "
+                       "lock, --require-hashes --no-deps): %s. Generate a lock of them (scripts/gen-cuda-lock.py) "
+                       "and name it in cuda_pip_lock, or set cuda_pip_lock to \"\" (no hash checking)."
+                       % "; ".join(unlocked))
         if method == "nvidia_repo":
             try:
                 self.repo = self._render_repo()
@@ -206,10 +212,18 @@ class CudaToolkit(object):
         if not venv["site_packages"]:   # check mode, no venv yet: the rest would follow
             self._changed("install %s into %s" % (" ".join(pip["packages"]), pip["venv"]))
             return
-        missing = pip_unsatisfied(self.run, python, pip["packages"])
+        lock = pip.get("lock") or ""
+        # with a lock: every wheel it pins, at its version (a fresh resolution can pull nothing else)
+        wanted = ["%s==%s" % item for item in sorted(lock_pins(lock).items())] if lock else list(pip["packages"])
+        missing = pip_unsatisfied(self.run, python, wanted)
         if missing:
             if self.check_mode:
                 self._changed("install %s" % " ".join(missing))
+            elif lock:
+                lock_path = os.path.join(pip["venv"], "cuda-requirements-lock.txt")
+                self._changed(self.writer.file(lock_path, lock, 0o644))
+                if pip_install_lock(self.run, python, lock_path, pip.get("extra_args")):
+                    self._changed("installed %s (hash lock)" % " ".join(missing))
             elif pip_install(self.run, python, pip["packages"], pip.get("extra_args")):
                 self._changed("installed %s" % " ".join(missing))
         wheel_root = "%s/nvidia/cu%s" % (venv["site_packages"], self.major)
