@@ -18,9 +18,12 @@ outside, so that a systemd unit, its journal and its /health endpoint can be tes
 * Start-up, in SGLang's order: ``server_args=ServerArgs(...)``; per rank ``Load weight end. ...``,
   ``KV Cache is allocated. #tokens: 159277, KV size: 10.42 GB`` (the reference host at
   ``--mem-fraction-static 0.88``; other fractions scale it), ``Memory pool end. ...``, the CUDA graph
-  capture lines; TP0 ``max_total_num_tokens=...``; with ``--enable-hierarchical-cache`` per rank
-  ``Allocating X.XX GB host memory for hierarchical KV cache.`` (ratio 2 -> 22.39, ratio 4 -> 44.77,
-  ``--hicache-size N`` -> N.00); then the HTTP server starts (connections to /health are refused before),
+  capture lines (the release's: 0.5.9 ``Capture cuda graph end. Time elapsed: ...``, 0.5.14+ ``Capture target
+  decode CUDA graph end. elapsed=...``); TP0 ``max_total_num_tokens=...``; with ``--enable-hierarchical-cache``
+  per rank ``Allocating X.XX GB host memory for hierarchical KV cache.`` (ratio 2 -> 22.39, ratio 4 -> 44.77,
+  ``--hicache-size N`` -> N.00); where the release prints it (0.5.17+) ``Engine startup timings (s):
+  load_weight=..., kv_cache_allocation=..., scheduler_e2e=..., cuda_graph={...}, tokenizer_e2e=...``; then the
+  HTTP server starts (connections to /health are refused before),
   a warm-up (/health answers 503) and ``The server is fired up and ready to roll!`` (/health 200).
 * SIGTERM after warm-up (SGLang installs its handler with the first request, and the warm-up is one) logs
   ``SIGTERM received. ... Draining requests and shutting down...``, keeps logging
@@ -1359,8 +1362,10 @@ def main(argv=None):
         GROUP = NodeGroup(args)
         if not GROUP.form(env_float("STANDIN_DIST_TIMEOUT", 600)):
             return 1
+    started = time.time()
     for rank in ranks:
-        emit("Load weight begin. avail mem=%.2f GB" % (GPU_TOTAL_GIB - 0.87), rank)
+        emit(text("load_weight_begin", {"_1": GPU_TOTAL_GIB - 0.87}) if has_text("load_weight_begin")
+             else "Load weight begin. avail mem=%.2f GB" % (GPU_TOTAL_GIB - 0.87), rank)
     time.sleep(step)
     avail = GPU_TOTAL_GIB - 0.87 - WEIGHTS_GIB
     config = model_config(args.model_path)
@@ -1414,9 +1419,15 @@ def main(argv=None):
     for rank in ranks:
         emit("Memory pool end. avail mem=%.2f GB" % (avail - kv_gb), rank)
     time.sleep(step)
+    new_graph_texts = any("{capture_name}" in template for template in TEXTS.get("cuda_graph_end", []))
     for rank in ranks:
-        emit("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB"
-             % (avail - kv_gb), rank)
+        if new_graph_texts:
+            # 0.5.14+ (model_runner_components/cuda_graph_setup.py from 0.5.16): one capture per graph kind
+            emit("Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, bs=[1, 2, 4, 8], "
+                 "avail mem=%.2f GB" % (avail - kv_gb), rank)
+        else:
+            emit("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB"
+                 % (avail - kv_gb), rank)
     if fail == "cuda_oom":
         bad = ranks[env_int("STANDIN_FAIL_RANK", 0) % len(ranks)]
         scheduler_exception(bad, [
@@ -1429,8 +1440,12 @@ def main(argv=None):
         die_by_sigquit()
     time.sleep(step)
     for rank in ranks:
-        emit("Capture cuda graph end. Time elapsed: %.2f s. mem usage=1.21 GB. avail mem=%.2f GB."
-             % (step, avail - kv_gb - 1.21), rank)
+        if new_graph_texts:
+            emit(text("cuda_graph_end", {"capture_name": "target decode", "elapsed": step, "mem_usage": 1.21,
+                                         "after_mem": avail - kv_gb - 1.21}, want=("{capture_name}",)), rank)
+        else:
+            emit("Capture cuda graph end. Time elapsed: %.2f s. mem usage=1.21 GB. avail mem=%.2f GB."
+                 % (step, avail - kv_gb - 1.21), rank)
     running = args.max_running_requests or (48 if spec else 2048)
     left = avail - kv_gb - 1.21
     if 0 in ranks:
@@ -1473,6 +1488,12 @@ def main(argv=None):
     if args.nnodes > 1 and args.node_rank > 0:
         # no tokenizer, no API, no warm-up, no ready line on nodes 1..N-1 (SGLang's engine.py)
         return serve_as_follower(args)
+    if has_text("engine_startup_timings"):
+        # 0.5.17+ (entrypoints/engine.py _set_startup_time): the main process, once every scheduler is up
+        emit(text("engine_startup_timings", {
+            "load_weight": step, "kv_cache_allocation": 0.0, "scheduler_e2e": time.time() - started,
+            "cuda_graph": "prefill=0.00, decode=%.2f, target_verify=0.00, draft_prefill=0.00, draft_decode=0.00, "
+                          "draft_extend=0.00" % step, "tokenizer_e2e": time.time() - started + step}))
 
     # The HTTP server starts only after every scheduler is ready (before: connection refused).
     server = StandinHTTPServer((args.host, args.port), Handler)
