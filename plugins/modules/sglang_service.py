@@ -228,9 +228,18 @@ timeline:
     - Seconds spent V(stopping) (until the new InvocationID), V(starting) (until its first line), V(loading) (until the
       HTTP server started), V(warming_up) (until ready line and HTTP 200), and V(total). V(null) where unknown.
     - For an invocation that began before the task, loading and warming_up come from journal timestamps.
+    - After a restart or start this task made, V(downtime_s) (from the restart asked to the new invocation proven
+      ready) and V(phases) (seconds per phase, in the order they happened, adding up to V(downtime_s) - V(drain),
+      V(reap), V(exec), V(process_start), V(weights), V(kv_pool), V(cuda_graphs), V(hicache_pool), V(http_start),
+      V(warm_up), V(ready_check); an event that did not happen gives its time to the next phase).
+    - V(weight_load_s) (the slowest rank's C(Load weight end. elapsed=)) and V(sglang_startup) (SGLang 0.5.17+'s own
+      C(Engine startup timings)) where SGLang printed them.
   returned: always
   type: dict
-  sample: {stopping: 21.4, starting: 0.2, loading: 2.1, warming_up: 1.3, total: 25.1}
+  sample: {stopping: 21.4, starting: 0.2, loading: 2.1, warming_up: 1.3, total: 25.1, downtime_s: 24.9,
+           phases: {drain: 20.1, reap: 0.2, exec: 0.1, process_start: 1.0, weights: 0.4, kv_pool: 0.3,
+                    cuda_graphs: 0.9, hicache_pool: 0.1, http_start: 0.3, warm_up: 1.3, ready_check: 0.2},
+           weight_load_s: 0.4}
 hybrid:
   description:
     - A hybrid model's Mamba state pool - V(ranks_seen), V(ranks_expected), V(ranks_missing),
