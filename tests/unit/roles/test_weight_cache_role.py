@@ -119,6 +119,9 @@ def test_the_daemon_unit_is_rendered_from_the_server_s_flags_with_the_server_s_s
         "/opt/sglang/venv/bin/python -m sglang.srt.weight_cache.daemon --tp-size 8 --pp-size 1 --dp-size 1 "
         "--ep-size 1 --model-path /models/llama --dtype bfloat16 --trust-remote-code --timeout 1800"]
     assert s["Before"] == ["sglang.service"]
+    # named in both units: systemd 252 shares the /tmp only from the unit that names the other, and the daemon may
+    # start after the server (from its ExecStartPre; checked on a real systemd by molecule restart_inputs)
+    assert s["JoinsNamespaceOf"] == ["sglang.service"]
     waits = " && ".join("[ -e /tmp/sglang_weight_cache_rank%d.ready ]" % rank for rank in range(8))
     assert s["ExecStartPost"] == ["/bin/sh -c 'until %s; do sleep 1; done'" % waits]
     assert s["TimeoutStartSec"] == ["1800"] and s["Restart"] == ["on-failure"]
@@ -126,6 +129,7 @@ def test_the_daemon_unit_is_rendered_from_the_server_s_flags_with_the_server_s_s
                        ("DevicePolicy", "closed"), ("User", "sglang"), ("LimitMEMLOCK", "infinity")]:
         assert s[key] == [value], key
     assert s["WantedBy"] == ["multi-user.target"]
+    assert s["EnvironmentFile"] == ["-/etc/sglang/nccl.env", "-/etc/sglang/sglang.env"]   # no secrets file
     assert "mem-fraction" not in text   # only what the daemon's cache key holds
 
 
