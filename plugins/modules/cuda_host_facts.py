@@ -101,13 +101,13 @@ ldconfig_skipped:
   sample: [{"path": "/etc/ld.so.conf.d/gone.conf", "reason": "No such file or directory"}]
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _cuda_facts
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             paths=dict(type="list", elements="str", default=[]),
             ldconfig_dir=dict(type="str", default=_cuda_facts.LDCONFIG_DIR),

@@ -309,7 +309,7 @@ import platform
 import shutil
 from urllib.parse import unquote, urlparse
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible.module_utils.urls import open_url
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.toolkit import (
@@ -353,7 +353,7 @@ VERIFY = dict(
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             release=dict(type="str", required=True),
             method=dict(type="str", default="nvidia_repo", choices=["nvidia_repo", "pip", "existing"]),

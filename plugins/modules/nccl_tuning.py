@@ -183,13 +183,13 @@ ansible_facts:
       type: bool
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nccl_probe import ProbeError
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nccl_tuning import NcclTuning, Refused, VerifyFailed
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
             python=dict(type="str", default=""),

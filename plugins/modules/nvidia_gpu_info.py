@@ -226,14 +226,14 @@ problems:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._nvidia_smi import read_host
 from ansible_collections.gpuserve.sglang.plugins.module_utils._proc import read_text as _read
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             nvidia_smi=dict(type="path"),
             identify_units=dict(type="bool", default=True),

@@ -168,7 +168,7 @@ repeat:
   type: int
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers
@@ -176,7 +176,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._bench import Benc
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             url=dict(type="str", default="http://127.0.0.1:30000"),
             api_key=dict(type="str", default="", no_log=True),

@@ -187,14 +187,14 @@ summary:
   sample: "90/90 requests at concurrency 30: 759.3 output tok/s, 2.966 req/s, TTFT p50 412.0 ms, ITL p50 38.1 ms"
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _bench
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             url=dict(type="str", default="http://127.0.0.1:30000"),
             api_key=dict(type="str", default="", no_log=True),

@@ -199,13 +199,13 @@ unit_state:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _host_facts
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             python=dict(type="str", default=""),
             install_record=dict(type="str", default=""),

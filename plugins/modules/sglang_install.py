@@ -206,14 +206,14 @@ ansible_facts:
 
 import shutil
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._install import Install, InstallError
 from ansible_collections.gpuserve.sglang.plugins.module_utils._packages import Packages
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             state=dict(type="str", choices=["present", "checked"], default="present"),
             package=dict(type="str", default="sglang"),

@@ -176,13 +176,13 @@ message:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _lease
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             state=dict(type="str", choices=["acquired", "renewed", "released"], default="acquired"),
             unit=dict(type="str", required=True),

@@ -425,7 +425,7 @@ running_server:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _memory_plan as mp
 from ansible_collections.gpuserve.sglang.plugins.module_utils._memory_plan_host import plan
@@ -441,7 +441,7 @@ def main():
         head_dim=dict(type="int"),
         model_dtype=dict(type="str", default="bfloat16"),
     )
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             tp=dict(type="int", required=True),
             mem_fraction_static=dict(type="float", required=True),

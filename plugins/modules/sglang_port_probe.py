@@ -78,12 +78,12 @@ blocked:
 
 import json
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._port_probe import probe_all
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             host=dict(type="str", required=True),
             ports=dict(type="list", elements="int", required=True),

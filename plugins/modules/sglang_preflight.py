@@ -197,12 +197,12 @@ memory_plan:
 
 import numbers
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._preflight import CHECKS, check
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             checks=dict(type="list", elements="str", choices=list(CHECKS), default=list(CHECKS)),
             host=dict(type="str", required=True),

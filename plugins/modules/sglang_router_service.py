@@ -149,7 +149,7 @@ record:
   type: dict
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc, _router
 from ansible_collections.gpuserve.sglang.plugins.module_utils._router_service import (
@@ -166,7 +166,7 @@ def run(argv, timeout=_proc.DEFAULT_TIMEOUT, max_lines=None):
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
             unit=dict(type="dict", required=True, options=dict(FILE)),

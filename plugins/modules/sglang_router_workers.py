@@ -226,14 +226,14 @@ seconds:
   type: float
 """
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils._router import RouterError, run
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             routers=dict(type="list", elements="str", required=True),
             workers=dict(type="list", elements="str", default=[]),

@@ -385,7 +385,7 @@ progress_command:
 
 import re
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import module_secrets
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _proc
@@ -398,7 +398,7 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import Jo
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             name=dict(type="str", required=True),
             state=dict(type="str", default="verified", choices=["restarted", "started", "verified"]),

@@ -69,13 +69,13 @@ processes:
 
 import os
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._strays import find, match_problems, stop
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             match=dict(type="list", elements="str", required=True),
             protect_unit=dict(type="str"),

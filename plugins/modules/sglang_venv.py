@@ -71,12 +71,12 @@ changes:
 import os
 import re
 
-from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._venv import ensure_venv
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             path=dict(type="path", required=True),
             python=dict(type="str", required=True),
