@@ -231,7 +231,7 @@ except ImportError:  # ansible-core < 2.22
 def register(values):
     """Register every non-empty secret text of ``values`` with the core's masking API where it has one (2.22+);
     returns the list of values (for the module's own masking, which runs on every core)."""
-    texts = [value for value in values or () if isinstance(value, str) and value.strip()]
+    texts = [value for value in values or () if isinstance(value, str) and value.strip() and value != MASK]
     if texts and _register_secrets is not None:
         _register_secrets(texts)
     return texts
@@ -254,24 +254,27 @@ def _no_log_values(params, spec):
 def module_secrets(params, argument_spec=None, extra=()):
     """Every secret value a module's options carry, by the one rule: the values of its ``no_log`` options
     (``argument_spec`` walked, sub-options included), of secret-named keys at any depth, of secret-named variables
-    and secrets-file fields in any text (an environment file's ``HF_TOKEN=v``, ``api-key: v``), the secret of any
-    URL with userinfo, and ``extra``. Registered with the core's masking API where it has one (``register``);
+    of an environment file's content (``env.content``: ``HF_TOKEN=v``) and of a secrets file's fields
+    (``secrets.content``: ``api-key: v``), the secret of any URL with userinfo, and ``extra``. Registered with the core's masking API where it has one (``register``);
     returned for the module's own masking."""
     found = list(extra or ()) + _no_log_values(params, argument_spec)
 
-    def walk(value, key=""):
+    def walk(value, key="", parent=""):
         if isinstance(value, dict):
             for name, item in value.items():
-                walk(item, str(name))
+                walk(item, str(name), key)
         elif isinstance(value, (list, tuple)):
             for item in value:
-                walk(item, key)
+                walk(item, key, parent)
         elif isinstance(value, str) and value:
             if is_secret_name(key) and not _EMPTY_RE.match(value):
                 found.append(value)
-            found.extend(env_secrets(value))
-            found.extend(config_secrets(value))
-            found.append(url_secret(value))
+            if key == "content" and parent in ("env", "environment"):
+                found.extend(env_secrets(value))
+            if key == "content" and parent == "secrets":
+                found.extend(config_secrets(value))
+            if key != "content":   # a file's text (a launcher's source, a unit) is no URL option
+                found.append(url_secret(value))
     walk(params)
     return register(list(dict.fromkeys(value for value in found if isinstance(value, str) and value.strip())))
 

@@ -70,7 +70,7 @@ def _takes_a_secret(tree):
         if isinstance(node, ast.keyword) and node.arg == "no_log" and getattr(node.value, "value", None) is True:
             parent_is_module = False
             for call in ast.walk(tree):
-                if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "AnsibleModule" \
+                if isinstance(call, ast.Call) and getattr(call.func, "id", None) in ("AnsibleModule", "QuietModule") \
                         and node in call.keywords:
                     parent_is_module = True
             if not parent_is_module:
@@ -89,3 +89,18 @@ def test_every_module_that_takes_a_secret_registers_it():
     assert missing == []
     entry = open(os.path.join(ROOT, "plugins", "module_utils", "_server", "entry.py")).read()
     assert "_secrets.module_secrets(p, ARGUMENT_SPEC)" in entry
+
+
+def test_code_and_unit_texts_register_nothing(registered):
+    """A launcher's source (``SECRET_NAME = (r"...``) or a unit file is no environment file: nothing of it is
+    registered (the core would mask it in every diff)."""
+    launcher = open(os.path.join(ROOT, "roles", "server", "files", "sglang_launch.py")).read()
+    _secrets.module_secrets({"launcher": {"path": "/x", "content": launcher},
+                             "unit": {"path": "/u", "content": "[Service]\nEnvironment=API_TOKEN=not-a-file\n"}},
+                            ARGUMENT_SPEC)
+    assert registered == []
+
+
+def test_a_masked_url_registers_no_mask(registered):
+    _secrets.module_secrets({"index_url": "https://ci:%s@pypi.example/simple" % _secrets.MASK})
+    assert registered == []
