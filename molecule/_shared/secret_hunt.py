@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
-"""The secret hunt on a test host (a test fixture, run by molecule/_shared/secret_hunt.yml): where does each canary
+"""The secret hunt on a test host (a test fixture, run by molecule/_shared/tasks/secret_hunt.yml): where does each canary
 value appear? Reads its input as base64 JSON on stdin (so that no canary is in this process's command line, nor in
 the module's arguments), prints JSON: the places found (named, never the value) and how much it searched.
 
