@@ -24,8 +24,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _atomic, _weight_cache
+
+
+# a unit name as systemd reads it (unit_name_is_valid: at most 255 characters of [A-Za-z0-9:_.\-@])
+_UNIT_RE = re.compile(r"\A[A-Za-z0-9:_.\\@-]{1,247}\.service\Z")
 
 
 def read_model_config(model_path):
@@ -128,6 +133,9 @@ def converge(host, state, unit, unit_path, content, server_unit, release="", arg
         return result
     problems = _weight_cache.refusals(release, args or {}, model_config, nodes,
                                       model_path=(args or {}).get("model-path", ""))
+    if not _UNIT_RE.match(unit or ""):
+        problems.append("sglang_weight_cache_service_name %r is not a unit name systemd reads (letters, digits, "
+                        ":_.\\-@ and .service); nothing was changed" % (unit,))
     if problems:
         result.update(failed=True, refusals=problems, msg="; ".join(problems))
         return result

@@ -234,3 +234,10 @@ def test_the_model_s_config_json_is_what_the_quantization_is_read_from(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"quantization_config": {"quant_method": "awq"}}))
     assert host_mod.read_model_config(str(tmp_path)) == {"quantization_config": {"quant_method": "awq"}}
     assert host_mod.read_model_config(str(tmp_path / "missing")) == {}
+
+
+def test_a_unit_name_systemd_would_not_read_is_refused_before_anything_changes():
+    host = FakeHost()
+    result = host_mod.converge(host, "present", "wc\nExecStartPre=+/bin/sh.service", PATH, "unit\n", S,
+                               release="0.5.17", args=UNQUANTIZED)
+    assert result["failed"] and "is not a unit name" in result["msg"] and host.calls == []
