@@ -147,7 +147,9 @@ def restart_key(cmdline, release):
             model = word.split("=", 1)[1]
             continue
         out.append(word)
-    return {"release": release or "", "model": model, "flags": out}
+    # the record says "not installed" or "unknown" where it found no sglang distribution: no release
+    release = release if re.match(r"^\d", release or "") else ""
+    return {"release": release, "model": model, "flags": out}
 
 
 def flag_args(flags):
@@ -187,7 +189,7 @@ def restarts_of(records):
         timeline = record.get("timeline") or {}
         if not isinstance(timeline, dict) or not isinstance(timeline.get("downtime_s"), (int, float)):
             continue
-        if record.get("action") not in ("restart", "start", "join", "start_after_stop"):
+        if record.get("action") not in ("restart", "join", "start_after_stop"):
             continue
         found.append({"when": record.get("when") or "", "downtime_s": float(timeline["downtime_s"]),
                       "phases": dict(timeline.get("phases") or {}),

@@ -275,3 +275,13 @@ def test_a_real_run_puts_the_gates_time_beside_the_downtime(host):
     assert result["restart"]["timeline"]["downtime_s"] == 9.0
     assert result["restart"]["timeline"]["gates_s"] >= 0 and seen["gates_s"] == result["restart"]["timeline"]["gates_s"]
     assert not os.path.exists(host.p("etc/sglang/sglang-t.json"))
+
+
+def test_a_record_without_an_sglang_distribution_matches_an_unknown_release_and_a_first_start_is_no_restart():
+    """The record says "not installed" where the venv has no sglang distribution (the stand-in's hosts); --check
+    finds no release there either: the same key. A first start (nothing was stopped) predicts no restart."""
+    assert _timeline.restart_key(CMD % 3, "not installed")["release"] == ""
+    records = [rec("2026-12-01T10:00:00Z", 3, 50.0, 1.0, release="not installed"),
+               rec("2026-12-02T10:00:00Z", 3, 9.0, 1.0, release="not installed", action="start")]
+    out = _timeline.predict(records, _timeline.restart_key(CMD % 3, ""))
+    assert out["match"] == "same" and out["restarts"] == 1 and out["downtime_s"] == 50.0
