@@ -285,3 +285,25 @@ def test_a_record_without_an_sglang_distribution_matches_an_unknown_release_and_
                rec("2026-12-02T10:00:00Z", 3, 9.0, 1.0, release="not installed", action="start")]
     out = _timeline.predict(records, _timeline.restart_key(CMD % 3, ""))
     assert out["match"] == "same" and out["restarts"] == 1 and out["downtime_s"] == 50.0
+
+
+def test_the_kv_pool_text_is_searched_only_in_lines_that_say_is_allocated():
+    """0.5.17's ``(?P<pool>.+?) is allocated...`` searched through every position of the real 10 KB
+    ``server_args=`` line took seconds per line (old code: every line went through it, twice with the timeline)."""
+    searched = []
+
+    class Spy(object):
+        def __init__(self, regex):
+            self.regex = regex
+
+        def search(self, text):
+            searched.append(text)
+            return self.regex.search(text)
+
+    watch = LogWatch(texts=texts_for("0.5.17"))
+    watch.texts.kv = [Spy(regex) for regex in watch.texts.kv]
+    lines = server_log("serverB.log")
+    for line in lines:
+        watch.feed(line, 1.0)
+    assert searched and all(" is allocated" in text for text in searched)
+    assert watch.kv_summary()["tokens_per_rank"] == 131072 and "kv_pool" in watch.marks
