@@ -328,6 +328,35 @@ restart:
     kv_cache, health_status, timeline, journal_tail...).
   returned: always
   type: dict
+  contains:
+    timeline:
+      description:
+        - Seconds - V(stopping), V(starting), V(loading), V(warming_up), V(total) as in sglang_service.
+        - After a restart or start this call made - V(downtime_s), the time the server answered no request (from the
+          restart asked, SIGTERM, to the new invocation proven ready - its ready line and /health 200), and V(phases),
+          each named by the event that ends it, in the order they happened, adding up to V(downtime_s) - V(drain)
+          (old main process exited), V(reap) (systemd's Stopped - its last process reaped), V(exec) (systemd's
+          Started), V(process_start) (the first Load weight begin), V(weights), V(kv_pool), V(cuda_graphs),
+          V(hicache_pool) (the last rank's line each), V(http_start), V(warm_up) (the ready line), V(ready_check)
+          (/health 200); an event that did not happen gives its time to the next phase.
+        - V(weight_load_s) (the slowest rank's C(Load weight end. elapsed=)), V(sglang_startup) (SGLang 0.5.17+'s own
+          C(Engine startup timings)), V(gates_s) (the benchmark and answers gates after it; not downtime).
+      returned: when a server was restarted, started or verified
+      type: dict
+      sample: {downtime_s: 27.755, phases: {drain: 6.124, reap: 0.0, exec: 0.027, process_start: 17.362,
+               weights: 0.072, kv_pool: 0.174, cuda_graphs: 2.413, hicache_pool: 0.004, http_start: 0.396,
+               warm_up: 1.083, ready_check: 0.1}, weight_load_s: 0.07, gates_s: 3.2, total: 27.805}
+    predicted_downtime:
+      description:
+        - Check mode, when a restart or start is due - the downtime it would cost, from this host's recorded restarts
+          (the deployment record's JSON twin and its history) - V(basis) (V(history) or V(no history)), V(match)
+          (V(same) - same release, model and flags; V(release_model) - same release and model, other flags),
+          V(restarts), V(downtime_s) (median), V(range_s), V(phases) (medians), V(from_records), V(weight_load_s)
+          (the recorded weights phase - what loading the weights costs), V(weights_kept), V(weights_not_kept) (why the
+          Weight Cache Daemon cannot keep them - speculative decoding, a release before 0.5.17, a quantization off the
+          release's allow-list), V(release), V(model), V(msg).
+      returned: check mode, when a restart or start is due
+      type: dict
 bench:
   description: The benchmark's result ({} when it did not run).
   returned: always

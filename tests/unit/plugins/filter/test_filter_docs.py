@@ -7,20 +7,20 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuserve.sglang.plugins.filter import (nccl_network, router_role,
+from ansible_collections.gpuserve.sglang.plugins.filter import (fleet_views, nccl_network, router_role,
                                                                 server_inputs, server_role, sglang_args, sglang_defaults,
                                                                 sglang_nodes, sglang_router, sglang_secrets, systemd)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FILTERS = {}
-for _module in (nccl_network, router_role, server_inputs, server_role, sglang_args, sglang_defaults,
+for _module in (fleet_views, nccl_network, router_role, server_inputs, server_role, sglang_args, sglang_defaults,
                 sglang_nodes, sglang_router, sglang_secrets, systemd):
     FILTERS.update(_module.FilterModule().filters())
 
 
 def test_every_filter_module_is_listed_here():
     modules = {os.path.basename(p)[:-3] for p in glob.glob(os.path.join(ROOT, "plugins", "filter", "*.py"))}
-    assert modules == {"nccl_network", "router_role", "server_inputs", "server_role", "sglang_args",
+    assert modules == {"fleet_views", "nccl_network", "router_role", "server_inputs", "server_role", "sglang_args",
                        "sglang_defaults", "sglang_nodes", "sglang_router", "sglang_secrets", "systemd"}
 
 
