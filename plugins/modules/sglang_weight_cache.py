@@ -114,13 +114,12 @@ ready_files:
   elements: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _weight_cache_host
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 
 
 def main():
-    module = AnsibleModule(
+    module = QuietModule(
         argument_spec=dict(
             state=dict(type="str", choices=["present", "absent"], default="present"),
             unit=dict(type="str", required=True),
@@ -133,6 +132,7 @@ def main():
             marker_dir=dict(type="path", default="/run/gpuserve-sglang"),
         ),
         supports_check_mode=True,
+        no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)
     )
     p = module.params
 
