@@ -60,6 +60,14 @@ options:
         record and venv_link options itself (C(plugins/plugin_utils/_server_payload.py)).
       - Leave it out to set those options yourself.
     type: dict
+  companion_units:
+    description:
+      - Units beside the server that hold its GPU memory (the Weight Cache Daemon's, C(sglang_weight_cache)) - a
+        rollback stops them before the restored unit starts (a restored client starts its daemon again), and
+        O(free_gpus) never stops their processes.
+    type: list
+    elements: str
+    default: []
   name:
     description: The unit's name without C(.service).
     type: str

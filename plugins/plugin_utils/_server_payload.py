@@ -32,6 +32,7 @@ ROLE_VARS = (
     "sglang_answers_accept_release", "sglang_answers_file", "sglang_record_file", "sglang_record_json_file",
     "sglang_record_history_dir", "sglang_record_history", "sglang_change_reason", "sglang_profile", "sglang_args",
     "sglang_launcher", "sglang_unit_environment", "sglang_cuda_home", "sglang_venv", "inventory_hostname",
+    "sglang_weight_cache", "sglang_weight_cache_service_name", "sglang_weight_cache_timeout",
     # the role's own derived values (roles/server/vars/main.yml), each read once
     "_server_in", "_server_env",
 )
@@ -54,6 +55,11 @@ def payload(read, name, host, unit_text, launcher_text, hostvars=None):
     nvidia_smi = "%s/nvidia-smi" % v["sglang_nvidia_smi_dir"]
     nodes = list(v["sglang_server_nodes"] or [])
     launch_script = v["sglang_launch_script"] or ""
+    # the Weight Cache Daemon's unit (roles/weight_cache): the server's companion, and a start that also starts it
+    # (its ExecStartPre) may wait for its load too
+    weight_cache = str(v["sglang_weight_cache"]).strip().lower() in ("true", "yes", "on", "1")
+    companions = ["%s.service" % v["sglang_weight_cache_service_name"]] if weight_cache else []
+    timeout = int(v["sglang_restart_timeout"] or 0) + (int(v["sglang_weight_cache_timeout"] or 0) if weight_cache else 0)
     return {
         "unit": {"path": "%s/%s.service" % (v["sglang_unit_dir"], name), "content": unit_text},
         "env": {"path": v["sglang_env_file"], "content": server_role.sglang_server_envfile(v["_server_env"])},
@@ -72,7 +78,8 @@ def payload(read, name, host, unit_text, launcher_text, hostvars=None):
         "secrets_to_mask": [key for key in (v["sglang_api_key"], v["sglang_admin_api_key"]) if key],
         "host_name": v["inventory_hostname"],
         "lock_dir": v["sglang_lease_dir"],
-        "service": {"timeout": v["sglang_restart_timeout"], "health_url": v["sglang_health_url"],
+        "companion_units": companions,
+        "service": {"timeout": timeout, "health_url": v["sglang_health_url"],
                     "expect": v["sglang_verify_expect"], "extra_fail_patterns": v["sglang_verify_extra_fail_patterns"]},
         "stop_processes": {"match": v["sglang_stop_processes"], "timeout": v["sglang_stop_processes_timeout"]},
         "free_gpus": {"enabled": v["sglang_free_gpus"], "nvidia_smi": nvidia_smi},

@@ -77,6 +77,7 @@ class Desired(object):
         self.venv_link = venv_link or ""
         self.record_path = record_path or ""
         self.host_name = host_name or ""
+        self.companion_units = []
         # the deployment record's inputs (the module's ``record`` option): the new ExecStart (``cmdline``), the
         # interpreter, the record and its history, where --check reads this host's recorded restarts (issue 49)
         self.record = {}
@@ -178,4 +179,7 @@ class Desired(object):
                       record.get("record_md_path") or record.get("md_path") or "",
                       params.get("host_name") or record.get("host") or "")
         desired.record = dict(record)
+        # units beside the server that hold its GPU memory (the Weight Cache Daemon's): a rollback stops them
+        # before the restored unit starts, the GPU freeing step never stops their processes
+        desired.companion_units = [str(unit) for unit in params.get("companion_units") or [] if unit]
         return desired

@@ -83,6 +83,7 @@ def problems(params):
 
 ARGUMENT_SPEC = dict(
     role_inputs=dict(type="dict"),  # the action plugin's (it sets the options below from them)
+    companion_units=dict(type="list", elements="str", default=[]),
     name=dict(type="str", required=True),
     state=dict(type="str", default="deployed", choices=["deployed", "verified", "due"]),
     phase=dict(type="str", default="converge",
@@ -296,7 +297,9 @@ def free_gpus(p):
             raise RuntimeError("nvidia-smi: %s" % (info.get("reason") or "; ".join(info.get("problems") or [])))
         stopped = []
         for proc in info.get("processes") or []:
-            if proc.get("pid_here") is False:
+            if proc.get("unit") and proc["unit"] in (p.get("companion_units") or []):
+                proc["result"] = "not stopped: a process of %s, the server's own companion unit" % proc["unit"]
+            elif proc.get("pid_here") is False:
                 proc["result"] = "not stopped: not a process of this host's /proc under that name"
             else:
                 proc["result"] = _strays.stop(proc["pid"], 30.0)

@@ -661,6 +661,11 @@ class ServerLifecycle(object):
             self.txn_phase("restoring")
             self.systemctl.stop(self.desired.unit)
             self.did("stopped %s (rollback)" % self.desired.unit)
+            # a companion holding the failed set's weights on the GPUs (the Weight Cache Daemon) goes too: the
+            # restored unit would load its own beside them; a restored client starts it again (its ExecStartPre)
+            for unit in getattr(self.desired, "companion_units", []):
+                self.systemctl.stop(unit)
+                self.did("stopped %s (rollback: it holds GPU memory the restored set may need)" % unit)
             lost, kept_files = [], {}
             if restorable:
                 back = _last_good.restore(self.directory, secret_paths=self.desired.secret_paths,

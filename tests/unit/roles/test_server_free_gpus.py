@@ -51,3 +51,23 @@ def test_only_this_hosts_gpu_holder_is_stopped(tmp_path):
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+
+
+def test_the_companion_units_processes_are_never_stopped(monkeypatch):
+    """The Weight Cache Daemon's process holds the server's own weights: sglang_free_gpus leaves it alone (old code
+    stopped every process of this host that held a GPU)."""
+    daemon = subprocess.Popen(["sleep", "600"])
+    try:
+        info = {"processes": [{"pid": daemon.pid, "pid_here": True, "process_name": "python3",
+                               "unit": "sglang-kimi-weight-cache.service"}]}
+        monkeypatch.setattr(sglang_server._nvidia_smi, "gather", lambda *args, **kwargs: info)
+        monkeypatch.setattr(sglang_server.os.path, "isfile", lambda path: True)
+        monkeypatch.setattr(sglang_server.os, "access", lambda path, mode: True)
+        free = sglang_server.free_gpus({"free_gpus": {"enabled": True, "nvidia_smi": "/usr/bin/nvidia-smi"},
+                                        "companion_units": ["sglang-kimi-weight-cache.service"]})
+        found = free()
+        assert daemon.poll() is None
+        assert found[0]["result"].startswith("not stopped: a process of sglang-kimi-weight-cache.service")
+    finally:
+        daemon.kill()
+        daemon.wait()

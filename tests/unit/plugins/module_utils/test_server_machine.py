@@ -721,3 +721,21 @@ def test_the_kept_environment_file_holds_no_token_and_a_rollback_keeps_the_rotat
     env = host.read(host.env)
     assert "V=1\n" in env and "SGLANG_API_KEY=sk-rotated-key-3\n" in env and KEY not in env
     assert env.startswith("# Managed\n")
+
+
+def test_a_rollback_stops_the_companion_that_holds_the_gpus_before_the_restored_start(host):
+    """The Weight Cache Daemon (sglang_weight_cache) holds the failed set's weights on the GPUs; the restored unit,
+    which may load its own, starts only after it stopped (old code: the restored start ran beside the daemon's
+    weights: out of GPU memory on a real host)."""
+    deployed(host)
+    desired = host.desired("2")
+    desired.companion_units = ["sglang-kimi-weight-cache.service"]
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as info:
+        host.machine(desired).converge()
+    assert "Rolled back" in info.value.msg
+    commands = host.systemctl.commands
+    stops = [i for i, command in enumerate(commands) if command == "stop sglang-kimi-weight-cache.service"]
+    assert len(stops) == 1, commands
+    assert commands.index("stop %s" % host.desired("1").unit) < stops[0], commands
+    assert any("stopped sglang-kimi-weight-cache.service (rollback" in a for a in info.value.result["actions"])

@@ -158,3 +158,12 @@ def test_the_qwen_profiles_plan_inputs_follow_its_release_only_flags(release, hi
     assert on is hicache
     assert payload["answers"]["hicache"] is hicache and payload["record"]["hicache_expected"] is hicache
     assert payload["answers"]["server_args"].get("enable-hierarchical-cache", False) is hicache
+
+
+def test_the_weight_cache_daemon_is_the_servers_companion_and_its_load_in_the_timeout():
+    off = _payload(sglang_weight_cache=False, sglang_weight_cache_service_name="sglang-kimi-weight-cache",
+                   sglang_weight_cache_timeout=600)
+    assert off["companion_units"] == [] and off["service"]["timeout"] == 1800
+    on = _payload(sglang_weight_cache=True, sglang_weight_cache_service_name="sglang-kimi-weight-cache",
+                  sglang_weight_cache_timeout=600)
+    assert on["companion_units"] == ["sglang-kimi-weight-cache.service"] and on["service"]["timeout"] == 2400
