@@ -77,7 +77,6 @@ def main(out, layers):
             weight_map[name] = new
     with open(os.path.join(out, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
-    os.sync()
     print(json.dumps({"model": out, "layers": layers, "bytes": total, "shards": n,
                       "params": total // 2, "seconds": round(time.time() - t0, 1)}))
 

@@ -9,10 +9,12 @@
 # GPU_CARRY names the carried folder when the lane runs from a snapshot of the collection (git archive of a commit
 # into another ignored folder: the checkout's uncommitted work then stays behind).
 # What runs, in order (each stage labelled; the lane goes on past a failed step and exits 1 if any failed):
-#   setup   systemd 252 as PID 1 of its own PID/mount/cgroup namespaces (the machine's PID 1 is not systemd);
-#           SGLang 0.5.17 put first on the path of the image's torch venv (a .pth); a tiny random Llama
+#   setup   systemd 252 as PID 1 of its own PID/mount/cgroup namespaces (the machine's PID 1 is not systemd;
+#           real_setup in real_server/setup.sh: `unshare --pid --fork --mount --cgroup`, shared with the restart
+#           benchmark); SGLang 0.5.17 put first on the path of the image's torch venv (a .pth); a tiny random Llama
 #   plan    gpuserve.sglang.sglang_memory_plan for ratio 2 and 3 on this GPU (held against the printed sizes later)
-#   deploy  the server role (local connection, run INSIDE systemd's namespaces) at --hicache-ratio 2: the unit,
+#   deploy  the server role gpuserve.sglang.server (local connection, run INSIDE systemd's namespaces; the
+#           playbook keeps the sglang_server module's answer, which the checks read) at --hicache-ratio 2: the unit,
 #           the launcher with an API key, the first start (SGLang compiles its kernels), HiCache verified in that
 #           invocation's journal, the answers and benchmark gates, the record
 #   again   the same input again: nothing changes, nothing restarts (same invocation)
@@ -55,7 +57,7 @@ out_of_time() {
 # ---------------------------------------------------------------------------------------------------------------
 step "setup ($(el))"
 if ! done_stage setup; then
-  real_setup || { bad "systemd or CUDA_HOME missing"; gpu_lib_finish; }
+  if ! real_setup; then bad "systemd or CUDA_HOME missing"; gpu_lib_finish; fi
   mkdir -p "$(dirname $MODEL)"
   "$PY0" "$REPO/tests/gpu/real_server/make_tiny_model.py" $MODEL > /dev/null 2>&1 || bad "tiny model"
   chmod -R a+rX /srv/models
