@@ -29,6 +29,8 @@ class ActionModule(ActionBase):
             if not isinstance(role, dict):
                 result.update(failed=True, msg="role_inputs must be a dict (host, unit, launcher)")
                 return result
+            # each role variable resolved once; hostvars stays Ansible's lazy view (a node's facts are templated
+            # only when read, as the role's filters read them)
             templar = self._templar.copy_with_new_env(available_variables=task_vars or {})
 
             def read(name, default=_MISSING):
@@ -40,7 +42,7 @@ class ActionModule(ActionBase):
                     return default
             args.update(_server_payload.payload(
                 read, str(args.get("name") or ""), role.get("host"), str(role.get("unit") or ""),
-                str(role.get("launcher") or ""), hostvars=read("hostvars", {})))
+                str(role.get("launcher") or ""), hostvars=(task_vars or {}).get("hostvars") or {}))
         try:
             result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
         finally:

@@ -1020,9 +1020,11 @@ class ServiceRunner(object):
             self.check_hicache_request()
             return
         if not self.hicache_settled:
-            # Lines of other processes/streams may arrive a moment later: one more read before judging.
+            # Lines of other processes/streams may arrive a moment later: read until none came for SETTLE_QUIET s
+            # (at most SETTLE_FATAL_MAX) before judging; one 0.3 s read missed the last rank's line on a loaded
+            # host (a node's health server came up before journald had indexed it)
             self.hicache_settled = True
-            self.settle()
+            self.settle_quiet()
             return self.check_hicache()
         summary = self.hicache_summary(expected)
         if "ranks_missing" in summary:

@@ -1175,3 +1175,15 @@ def test_forged_journal_records_reach_neither_the_tail_nor_the_stop_report_nor_t
     assert not any("FORGED" in line or "Suppressed" in line for line in res["journal_tail"])
     assert "journal_lines_dropped" not in res and "suppressed" not in res["msg"]
     assert res["stop"]["killed"] is False and "systemd_lines" not in res["stop"]
+
+
+def test_a_follower_nodes_last_hicache_line_indexed_late_still_counts():
+    """molecule multinode on a loaded machine: node 1's health server answered before journald had indexed its
+    last rank's host-pool line (1.2 s later). Old code read once more after 0.3 s and failed "3 of 4 host-allocation
+    lines, ranks missing: TP7"; the runner now reads on until the journal is quiet (SETTLE_QUIET s) first."""
+    late = node_script(range(8, 16), hicache_ranks=range(8, 15))
+    late["late"] = [(4.2, "[%s TP15] Allocating 22.39 GB host memory for hierarchical KV cache." % STAMP)]
+    host = FakeHost([node_script(range(8, 16)), late], exec_start=NODE_EXEC % 1, health=_health_after(3.0))
+    ok, res = runner(host, state="restarted", health_url="http://127.0.0.1:30000/health").execute()
+    assert ok, res.get("msg")
+    assert res["hicache"]["ranks_seen"] == list(range(8, 16))
