@@ -63,7 +63,7 @@ def test_the_carry_check_fails_above_64_mib():
     with open(os.path.join(ROOT, "tests", "gpu", "real_server", "build-carry.sh"), encoding="utf-8") as f:
         text = f.read()
     assert 'rm -rf "$W/site/sglang/multimodal_gen"' in text
-    assert "limit=$((64 * 1024 * 1024))" in text and "exit 1" in text.split("limit=$((64 * 1024 * 1024))", 1)[1]
+    assert "du -s -B1" in text and "limit=$((64 * 1024 * 1024))" in text and "exit 1" in text.split("limit=$((64 * 1024 * 1024))", 1)[1]
 
 
 def _entry(t, msg, pid="700"):
