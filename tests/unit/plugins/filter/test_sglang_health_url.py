@@ -45,7 +45,9 @@ def test_the_role_and_every_playbook_derive_it_with_the_filter():
         assert "'http://127.0.0.1:'" not in text, path
     # deploy.yml and restart.yml verify nothing outside gpuserve.sglang.sglang_server (issue 47); verify.yml asks
     with open(os.path.join(ROOT, "playbooks", "verify.yml")) as handle:
-        assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000))" in handle.read()
+        text = handle.read()
+    assert "gpuserve.sglang.sglang_health_url(verify_port)" in text
+    assert "verify_port: \"{{ sglang_port | default(30000) }}\"" in text
     from ansible_collections.gpuserve.sglang.plugins.filter.router_role import sglang_router_worker_health
     assert sglang_router_worker_health("w", {"w": {"sglang_host": "::1", "sglang_port": 31000}}) == \
         sglang_health_url("::1", 31000)
@@ -62,5 +64,7 @@ def test_no_playbook_or_role_builds_a_server_url_by_hand():
                         text = handle.read()
                     assert "'http://' ~" not in text and '"http://" ~' not in text, os.path.join(base, name)
     with open(os.path.join(ROOT, "playbooks", "bench.yml")) as handle:
-        assert "gpuserve.sglang.sglang_health_url(sglang_port | default(30000), '')" in handle.read()
+        text = handle.read()
+    assert "gpuserve.sglang.sglang_health_url(bench_port, '')" in text
+    assert "bench_port: \"{{ sglang_port | default(30000) }}\"" in text
     assert sglang_health_url("fd00::5", 30000, "") == "http://[fd00::5]:30000"
