@@ -24,9 +24,3 @@ class QuietModule(AnsibleModule):
     """AnsibleModule without its invocation line in the host's journal."""
 
     _log_invocation = _no_invocation_log
-
-
-def quiet_every_module():
-    """For a module file that builds ``AnsibleModule`` itself (sglang_server.py): this process's AnsibleModule logs
-    no invocation either. Each module runs in its own process, so nothing else is touched."""
-    AnsibleModule._log_invocation = _no_invocation_log

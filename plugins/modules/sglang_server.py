@@ -407,14 +407,13 @@ msg:
   type: str
 """
 
-from ansible.module_utils.basic import AnsibleModule
-
+from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.entry import ARGUMENT_SPEC, run_module
 
 
 def main():
-    # no_log: no 'Invoked with' line in the host's journal (docs/security.md)
-    run_module(AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, no_log=True))
+    # no 'Invoked with' line in the host's journal, whatever the task's no_log (_module.py, docs/security.md)
+    run_module(QuietModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True, no_log=True))
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import socket
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers, _module, _nvidia_smi, _proc, _secrets, _strays
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _answers, _nvidia_smi, _proc, _secrets, _strays
 from ansible_collections.gpuserve.sglang.plugins.module_utils._journal import JournalFollower
 from ansible_collections.gpuserve.sglang.plugins.module_utils._progress import JournalProgress
 from ansible_collections.gpuserve.sglang.plugins.module_utils._secrets import mask
@@ -33,10 +33,6 @@ try:
     from ansible_collections.gpuserve.sglang.plugins.module_utils._record import deploy_record
 except ImportError:  # an older _record.py without deploy_record: no record
     deploy_record = None
-
-# plugins/modules/sglang_server.py builds AnsibleModule itself: in its process no invocation is logged either (a
-# task's _ansible_no_log overrides AnsibleModule(no_log=True); _module.QuietModule says why)
-_module.quiet_every_module()
 
 ENV = {"LC_ALL": "C", "SYSTEMD_PAGER": "", "SYSTEMD_COLORS": "0", "SYSTEMD_LESS": ""}
 FILE = dict(path=dict(type="path", required=True), content=dict(type="str", required=True))

@@ -221,13 +221,13 @@ def test_secrets_never_logged():
             spec.update(argument_spec)
             raise Stop()
 
-    real = sglang_server.AnsibleModule
-    sglang_server.AnsibleModule = Module
+    real = sglang_server.QuietModule
+    sglang_server.QuietModule = Module
     try:
         with pytest.raises(Stop):
             sglang_server.main()
     finally:
-        sglang_server.AnsibleModule = real
+        sglang_server.QuietModule = real
     assert spec["env"]["options"]["content"]["no_log"] is True
     assert spec["secrets"]["options"]["content"]["no_log"] is True
     assert spec["api_key"]["no_log"] is True and spec["secrets_to_mask"]["no_log"] is True
