@@ -90,11 +90,11 @@ def restart(name, probes, journal, t_from, t_to, extra=None):
             entries.append((t, _msg(e), e))
     entries.sort(key=lambda x: x[0])
     found, pos = {}, 0
-    for i, (_, key, test) in enumerate(MARKERS):
-        later = [tst for _, _, tst in MARKERS[i + 1:]]
+    for i, (_label, key, test) in enumerate(MARKERS):
+        later = [marker[2] for marker in MARKERS[i + 1:]]
         hit = None
         for j in range(pos, len(entries)):
-            _, m, e = entries[j]
+            _when, m, e = entries[j]
             if test(m, e):
                 hit = j
                 if key not in LAST:
@@ -118,7 +118,7 @@ def restart(name, probes, journal, t_from, t_to, extra=None):
         if "weight cache" in m.lower() or ("ipc" in m.lower() and "weight" in m.lower()):
             res.setdefault("weight_cache_lines", []).append(m[-300:])
     phases, prev, merged = [], d["last_old_answer"], []
-    for label, key, _ in MARKERS:
+    for label, key, _test in MARKERS:
         t = found.get(key)
         if t is None or t < prev:
             merged.append(label)
@@ -159,7 +159,7 @@ COLS = [("drain and stop", ("until SIGTERM", "drain and stop")), ("stopped -> st
 
 
 def table(results):
-    head = ["configuration", "downtime s"] + [c for c, _ in COLS] + ["SGLang load_weight", "SGLang cuda_graph"]
+    head = ["configuration", "downtime s"] + [col[0] for col in COLS] + ["SGLang load_weight", "SGLang cuda_graph"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in results:
         d = r.get("downtime") or {}
@@ -167,7 +167,7 @@ def table(results):
         if str(r.get("role_rc", "0")) != "0":
             label += " (role run failed, rc %s)" % r.get("role_rc")
         row = [label, "%.1f" % d["seconds"] if d else "n/a"]
-        for _, keys in COLS:
+        for _col, keys in COLS:
             s = sum(p["seconds"] for p in r.get("phases", []) if p["phase"].split(" + ")[-1].startswith(keys))
             row.append("%.1f" % s)
         st = r.get("sglang_startup_timings", {})

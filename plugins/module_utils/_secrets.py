@@ -255,8 +255,8 @@ def module_secrets(params, argument_spec=None, extra=()):
     """Every secret value a module's options carry, by the one rule: the values of its ``no_log`` options
     (``argument_spec`` walked, sub-options included), of secret-named keys at any depth, of secret-named variables
     of an environment file's content (``env.content``: ``HF_TOKEN=v``) and of a secrets file's fields
-    (``secrets.content``: ``api-key: v``), the secret of any URL with userinfo, and ``extra``. Registered with the core's masking API where it has one (``register``);
-    returned for the module's own masking."""
+    (``secrets.content``: ``api-key: v``), the secret of any URL with userinfo, and ``extra``. Registered with the
+    core's masking API where it has one (``register``); returned for the module's own masking."""
     found = list(extra or ()) + _no_log_values(params, argument_spec)
 
     def walk(value, key="", parent=""):

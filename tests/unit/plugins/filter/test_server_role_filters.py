@@ -12,7 +12,6 @@ import os
 
 import jinja2
 import pytest
-import yaml
 from jinja2.nativetypes import NativeEnvironment
 from ansible.errors import AnsibleFilterError
 from ansible.plugins.filter.core import FilterModule as CoreFilters

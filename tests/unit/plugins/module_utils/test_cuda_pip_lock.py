@@ -14,7 +14,8 @@ import yaml
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _packages
 from ansible_collections.gpuserve.sglang.plugins.module_utils._cuda_toolkit.toolkit import ToolkitFailure
 
-from test_cuda_toolkit import _toolkit as toolkit, host  # noqa: F401  (host: the fake host fixture)
+# host: the fake host fixture
+from test_cuda_toolkit import _toolkit as toolkit, host  # noqa: F401  # pylint: disable=unused-import
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 LOCK = os.path.join(ROOT, "roles", "cuda", "files", "locks", "cuda-toolkit-13.0.2.txt")

@@ -21,7 +21,7 @@ KEY, ADMIN, HF, INDEX, ROUTER = ("Zq7-key-1", "Zq7-admin-2", "hf_Zq7tok3", "Zq7-
 @pytest.fixture
 def registered(monkeypatch):
     seen = []
-    monkeypatch.setattr(_secrets, "_register_secrets", lambda values: seen.extend(values))
+    monkeypatch.setattr(_secrets, "_register_secrets", seen.extend)
     return seen
 
 
