@@ -15,6 +15,8 @@ fields. ``payload()`` is a pure function of a variable reader: tests/unit/plugin
 
 from __future__ import annotations
 
+from ansible.plugins.filter.core import to_bool
+
 from ansible_collections.gpuserve.sglang.plugins.filter import server_role
 
 # The role's variables the payload reads (resolved once each by the action plugin, as the task's templar sees them).
@@ -57,7 +59,7 @@ def payload(read, name, host, unit_text, launcher_text, hostvars=None):
     launch_script = v["sglang_launch_script"] or ""
     # the Weight Cache Daemon's unit (roles/weight_cache): the server's companion, and a start that also starts it
     # (its ExecStartPre) may wait for its load too
-    weight_cache = str(v["sglang_weight_cache"]).strip().lower() in ("true", "yes", "on", "1")
+    weight_cache = bool(to_bool(v["sglang_weight_cache"]))  # Ansible's own | bool
     companions = ["%s.service" % v["sglang_weight_cache_service_name"]] if weight_cache else []
     timeout = int(v["sglang_restart_timeout"] or 0) + (int(v["sglang_weight_cache_timeout"] or 0) if weight_cache else 0)
     return {
