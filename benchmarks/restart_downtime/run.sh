@@ -13,6 +13,8 @@
 # GPU at --mem-fraction-static 0.5, and a client's weights are the daemon's memory). Each is ONE role run that changes the ratio (2 -> 3 or 3 -> 2: each restart starts from the
 # last) and the features:
 #   baseline_warm  today's unit, the checkpoint in the page cache
+#   predicted      today's unit, page cache warm, after the same role run in --check (ansible-playbook --check):
+#                  the module's restart.predicted_downtime from the restarts recorded so far, beside the real one
 #   baseline_cold  today's unit, the page cache dropped first (echo 3 > /proc/sys/vm/drop_caches)
 #   prefetch_cold  --weight-loader-prefetch-checkpoints, the page cache dropped first
 #   cachedir       SGLANG_CACHE_DIR=/var/cache/sglang/sglang-cache/<release>/<model>/<GPU> through sglang_env
@@ -38,7 +40,7 @@ SITE=/opt/sglang-site
 MODEL=/srv/models/llama-32g
 OUTDIR="${OUT:-/tmp/gpu-out}"; mkdir -p "$OUTDIR"
 BUDGET=${BENCH_BUDGET_S:-540}
-CONFIGS=${BENCH_CONFIGS:-baseline_warm baseline_cold prefetch_cold daemon_first daemon all}
+CONFIGS=${BENCH_CONFIGS:-baseline_warm predicted baseline_cold prefetch_cold daemon_first daemon all}
 RESULTS="$STATE/results.jsonl"
 WC_DIR=/run/sglang-weight-cache
 WC_SOCK=$WC_DIR/sglang_weight_cache_rank0.sock
@@ -238,6 +240,7 @@ measure() {  # NAME: one measured restart
   local name=$1 cur new prefetch=0 cachedir=0 client=0 drop=0 label
   case $name in
     baseline_warm) label="today's unit, page cache warm";;
+    predicted) label="today's unit, page cache warm, predicted by --check first";;
     baseline_cold) label="today's unit, page cache dropped"; drop=1;;
     prefetch_cold) label="checkpoint prefetch, page cache dropped"; prefetch=1; drop=1;;
     cachedir) label="SGLANG_CACHE_DIR kept per release/model/GPU (first start with it)"; cachedir=1;;
@@ -250,6 +253,13 @@ measure() {  # NAME: one measured restart
   local mode wcr=0 cl=$client; mode=$(cat "$STATE/wc_mode")
   if [ $client = 1 ] && [ "$mode" = role ]; then wcr=1; cl=0; fi
   if [ $client = 1 ] && [ "$mode" = unit ] && [ "$(ns systemctl is-active sglang-weight-cache 2>/dev/null)" != active ]; then daemon_unit; fi
+  local check=()
+  if [ "$name" = predicted ]; then  # the same run in --check first: what the module predicts, from the records so far
+    vars "$new" $prefetch $cachedir $cl $wcr
+    play --check -e "@$WORK/bench-vars.yml" -e "result_file=$LOGS/check-$name.json" "$WORK/deploy.yml" > "$LOGS/check-$name.log" 2>&1
+    echo "--check (rc $?): $(real_result "$LOGS/check-$name.json" restart.predicted_downtime.msg)"
+    check=("check=$LOGS/check-$name.json")
+  fi
   DROP="kept"; [ $drop = 1 ] && drop_caches
   local probe="$LOGS/probe-$name.jsonl" stopf="$STATE/probe-stop"; rm -f "$stopf"
   "$PY0" "$HERE/probe.py" http://127.0.0.1:30000 "$KEY_FILE" "$probe" "$stopf" 0.05 &
@@ -265,7 +275,7 @@ measure() {  # NAME: one measured restart
   "$PY0" "$HERE/timeline.py" restart "$name" "$probe" "$LOGS/journal-$name.json" "$t_from" "$t_to" \
     "label=$label" "ratio=$cur->$new" "weight_cache_through=$([ $client = 1 ] && echo "$mode" || echo -)" "role_rc=$RC" "role_s=$ROLE_S" "page_cache=$DROP" \
     "gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" "release=$RELEASE" \
-    "model_bytes=$(du -sb $MODEL | cut -f1)" "caches_before=$c_before" "caches_after=$(cache_files)" "module=$LOGS/result-$name.json" > "$STATE/r.json" 2> "$LOGS/timeline-$name.err" \
+    "model_bytes=$(du -sb $MODEL | cut -f1)" "caches_before=$c_before" "caches_after=$(cache_files)" "module=$LOGS/result-$name.json" "${check[@]}" > "$STATE/r.json" 2> "$LOGS/timeline-$name.err" \
     && cat "$STATE/r.json" >> "$RESULTS"
   "$PY0" -c "import json,sys; r=json.load(open(sys.argv[1])); d=r.get('downtime') or {}; print('downtime', d.get('seconds'), 's; phases:', '; '.join('%s %.1f' % (p['phase'], p['seconds']) for p in r.get('phases', []))); print('SGLang:', r.get('sglang_startup_timings')); print('sum vs downtime', r.get('phases_vs_downtime_pct'), '%;', r.get('kv_line'), '|', r.get('host_pool_line'))" "$STATE/r.json" 2>&1 | cut -c1-900
   grep -iE 'weight.cache|ipc' "$LOGS/journal-$name.txt" | cut -c1-300 | tail -5

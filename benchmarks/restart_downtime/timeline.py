@@ -152,6 +152,18 @@ def module_view(path):
             "stop": {k: stop.get(k) for k in ("result", "ending", "seconds", "killed")}}
 
 
+def predicted_view(path):
+    """The ``--check`` run's answer (the sglang_server module's): restart.predicted_downtime, without its record list."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            r = json.load(f)
+    except (OSError, ValueError) as exc:
+        return {"error": str(exc)}
+    p = (r.get("restart") or {}).get("predicted_downtime") or {}
+    return {k: p.get(k) for k in ("basis", "match", "restarts", "downtime_s", "range_s", "weight_load_s",
+                                  "weights_kept", "weights_not_kept", "msg")}
+
+
 COLS = [("drain and stop", ("until SIGTERM", "drain and stop")), ("stopped -> started", ("systemd",)),
         ("start -> dist. init", ("process start",)), ("-> weights begin", ("torch distributed",)),
         ("weights", ("weights loaded",)), ("KV pool", ("KV pool",)), ("CUDA graphs", ("CUDA graphs",)),
@@ -159,7 +171,8 @@ COLS = [("drain and stop", ("until SIGTERM", "drain and stop")), ("stopped -> st
 
 
 def table(results):
-    head = ["configuration", "downtime s"] + [col[0] for col in COLS] + ["SGLang load_weight", "SGLang cuda_graph"]
+    head = (["configuration", "downtime s"] + [col[0] for col in COLS]
+            + ["SGLang load_weight", "SGLang cuda_graph", "module's downtime_s", "--check predicted s"])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in results:
         d = r.get("downtime") or {}
@@ -173,6 +186,11 @@ def table(results):
         st = r.get("sglang_startup_timings", {})
         row.append("%.2f" % st["load_weight"] if "load_weight" in st else "")
         row.append("%.2f" % (st.get("prefill", 0) + st.get("decode", 0)) if st else "")
+        mt = ((r.get("module") or {}).get("timeline") or {}).get("downtime_s")
+        row.append("%.1f" % mt if isinstance(mt, (int, float)) else "")
+        pr = r.get("predicted") or {}
+        row.append("%.1f (%s)" % (pr["downtime_s"], pr.get("match")) if isinstance(pr.get("downtime_s"), (int, float))
+                   else (pr.get("basis") or ""))
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)
 
@@ -183,6 +201,8 @@ def main(argv):
         extra = dict(a.split("=", 1) for a in argv[6:])
         if "module" in extra:  # the sglang_server module's answer: its own timeline and stop report, beside ours
             extra["module"] = module_view(extra["module"])
+        if "check" in extra:  # the same role run in --check first: what the module predicted for this restart
+            extra["predicted"] = predicted_view(extra.pop("check"))
         print(json.dumps(restart(name, load_jsonl(probe), load_jsonl(journal), float(t_from), float(t_to), extra)))
     elif argv[0] == "table":
         print(table(load_jsonl(argv[1])))

@@ -126,3 +126,26 @@ def test_no_answer_is_no_downtime_claimed():
     res = timeline.restart("t", [{"t0": 1, "t1": 1.1, "ok": False}], [], 0, 10)
     assert res["downtime"] is None and "error" in res
     assert "(role run failed, rc 2)" in timeline.table([dict(res, label="x", role_rc="2")])
+
+
+def test_the_check_runs_prediction_is_kept_beside_the_real_downtime(tmp_path):
+    """The benchmark's `predicted` restart: the role run in --check first; its module answer's predicted downtime
+    reaches the row (issue 49: --check within 20 % of the real downtime), and the copy task writes in --check."""
+    check = tmp_path / "check.json"
+    check.write_text(json.dumps({"changed": True, "restart": {"predicted_downtime": {
+        "basis": "history", "match": "release_model", "restarts": 1, "downtime_s": 52.5, "from_records": ["x"]}}}))
+    view = timeline.predicted_view(str(check))
+    assert view["downtime_s"] == 52.5 and view["match"] == "release_model" and "from_records" not in view
+    assert "error" in timeline.predicted_view(str(tmp_path / "missing.json"))
+    row = dict(timeline.restart("t", _probes(1000.0, 1100.0, 1010.03, 1069.6), [], 1000.0, 1100.0),
+               label="predicted", role_rc="0", predicted=view,
+               module={"timeline": {"downtime_s": 59.1}})
+    line = timeline.table([row]).splitlines()[2]
+    assert line.endswith("| 59.1 | 52.5 (release_model) |"), line
+    book = tmp_path / "deploy.yml"
+    assert _bash('. "%s"; real_role_playbook %s' % (SETUP, book)).returncode == 0
+    keep = yaml.safe_load(book.read_text())[0]["tasks"][0]["always"][0]
+    assert keep["check_mode"] is False
+    with open(os.path.join(BENCH, "run.sh"), encoding="utf-8") as f:
+        run = f.read()
+    assert "play --check" in run and '"${check[@]}"' in run and " predicted " in run.split("CONFIGS=", 1)[1].split("\n")[0]

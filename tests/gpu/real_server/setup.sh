@@ -68,6 +68,7 @@ real_role_playbook() {
             content: "{{ sglang_server | default({}) | to_nice_json }}"
             dest: "{{ result_file }}"
             mode: "0600"
+          check_mode: false   # kept in --check too (the benchmark reads the predicted downtime from it)
 YAML
 }
 
