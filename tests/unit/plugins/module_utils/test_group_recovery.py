@@ -192,3 +192,61 @@ def test_a_no_op_group_run_writes_nothing(group):
     before = dict((n, h.snapshot()) for n, h in group.hosts.items())
     assert group.run("1") == "ok"
     assert dict((n, h.snapshot()) for n, h in group.hosts.items()) == before
+
+
+class KilledInside(BaseException):
+    """The controller and the module died INSIDE a node's step (a reboot, an OOM kill): nothing after that point
+    of the step ran; a BaseException, so that no handler of the module takes it for a failure."""
+
+
+# where a commit can die between two of its writes: after the change's "verified" phase, after one copy of the
+# new set (the manifest not switched yet), after the switch to the new manifest, after the change's record was
+# removed (the deployment record and the claim not written yet)
+INSIDE_COMMIT = [("txn", "set_phase"), ("_last_good", "_write_atomic"), ("_last_good", "keep"), ("txn", "close")]
+
+
+@pytest.mark.parametrize("point", INSIDE_COMMIT, ids=["-".join(p) for p in INSIDE_COMMIT])
+@pytest.mark.parametrize("index", range(len(NODES)))
+def test_a_run_killed_inside_a_nodes_commit_is_kept_on_every_node_by_the_next(group, monkeypatch, point, index):
+    """molecule/multinode kills a real run in its commit phase, where the module dies inside its step, not between
+    steps: the next run keeps the change on every node (the decision was recorded before any commit), restarts
+    nothing, applies nothing of its own; the run after that is a no-op."""
+    from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good
+    from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_module
+
+    module = txn_module if point[0] == "txn" else _last_good
+    original = getattr(module, point[1])
+    target = NODES[index]
+    call = group.call
+
+    def dying(*args, **kwargs):
+        original(*args, **kwargs)
+        raise KilledInside()
+
+    def call_and_die(name, phase, *args, **kwargs):
+        if (name, phase) != (target, "commit"):
+            return call(name, phase, *args, **kwargs)
+        monkeypatch.setattr(module, point[1], dying)
+        try:
+            return call(name, phase, *args, **kwargs)
+        finally:
+            monkeypatch.setattr(module, point[1], original)
+
+    group.call = call_and_die
+    with pytest.raises(KilledInside):
+        group.run("2")
+    group.call = call
+    assert set(group.versions().values()) == {"2"}
+    invocations = dict((n, h.systemctl.props["InvocationID"]) for n, h in group.hosts.items())
+    left_open = [n for n, h in group.hosts.items() if os.path.exists(h.last_good + "/txn.json")]
+    assert left_open or point == ("txn", "close")
+    # it finishes the killed run's change as decided, kept everywhere, and applies nothing of its own; where every
+    # node had closed its change (killed after the last close) the run has nothing to finish and changes nothing
+    assert group.run("2") == ("failed" if left_open else "ok")
+    assert group.check_invariant() == "2"
+    for host in group.hosts.values():
+        assert '"group": "run-2"' in host.read(host.last_good + "/manifest.json")
+    assert dict((n, h.systemctl.props["InvocationID"]) for n, h in group.hosts.items()) == invocations
+    before = dict((n, h.snapshot()) for n, h in group.hosts.items())
+    assert group.run("2") == "ok"
+    assert dict((n, h.snapshot()) for n, h in group.hosts.items()) == before
