@@ -50,8 +50,9 @@ def verdict(nodes, results, play_hosts, phase, group=""):
     - ``group``: this run's group change (what the phases record);
     - ``open``: the nodes with an earlier run's open group change;
     - ``decision``: what the rescue does on every node: ``{"group": id, "keep": bool}``: the earlier run's open
-      change when there is one, else this run's; kept where any node recorded the decision (decide, commit) or
-      kept its set under that change, else restored (presumed abort)."""
+      change when there is one (the one decided or kept on a node, where nodes hold different ones), else this
+      run's; kept where any node recorded the decision (decide, commit) or kept its set under that change, else
+      restored (presumed abort)."""
     if not nodes or isinstance(nodes, str):
         return {"problems": [], "due": False, "open": [], "group": "", "decision": {"group": "", "keep": False}}
     play_hosts = list(play_hosts or [])
@@ -80,7 +81,14 @@ def verdict(nodes, results, play_hosts, phase, group=""):
                             % (where, state["open"].get("id") or "?", state["open"].get("phase") or "?"))
     target = group
     if opened:
-        target = states[opened[0]][0]["open"].get("id") or ""
+        # the change to finish: the one decided (or already kept on a node), never merely the first node's: a node
+        # that had closed that change may have landed a later run's before that run died (only one change can have
+        # been decided: a run is decided only where its prepare found no change open)
+        ids = [states[node][0]["open"].get("id") or "" for node in opened]
+        decided = [ident for node, ident in zip(opened, ids) if states[node][0]["open"].get("decision") == "commit"]
+        kept_by = set(states.get(node, ({}, {}))[0].get("kept_group") for node in nodes)
+        kept = [ident for ident in ids if ident and ident in kept_by]
+        target = (decided + kept + ids)[0]
     keep = False
     for node in nodes:
         state, result = states.get(node, ({}, {}))

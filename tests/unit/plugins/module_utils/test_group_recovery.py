@@ -250,3 +250,22 @@ def test_a_run_killed_inside_a_nodes_commit_is_kept_on_every_node_by_the_next(gr
     before = dict((n, h.snapshot()) for n, h in group.hosts.items())
     assert group.run("2") == "ok"
     assert dict((n, h.snapshot()) for n, h in group.hosts.items()) == before
+
+
+def test_a_decided_change_is_finished_first_where_another_nodes_later_change_is_open(group):
+    """Killed in its commit (node 0 committed run 2, nodes 1 and 2 hold it open, decided), then the next run killed
+    before its rescue (node 0 had landed run 3, its own change, open): the run after that found two open changes and
+    took node 0's for the one to finish, because node 0 comes first. Undecided, it was rolled back, and nodes 1 and 2
+    refused to restore their change decided kept: that run failed without finishing the decision. Now the change
+    decided (or kept on a node) is the one finished: node 0's landed files go back, nodes 1 and 2 commit."""
+    with pytest.raises(Killed):
+        group.run("2", kill=("commit", 1))
+    with pytest.raises(Killed):
+        group.run("3", kill=("finish", 0))
+    opened = dict((n, h.read(h.last_good + "/txn.json")) for n, h in group.hosts.items())
+    assert '"group": "run-3"' in opened["node-0"] and all('"group": "run-2"' in opened[n] for n in NODES[1:])
+    assert group.run("3") == "failed"          # it finishes run 2's change everywhere, applies nothing of its own
+    assert group.check_invariant() == "2"
+    for host in group.hosts.values():
+        assert '"group": "run-2"' in host.read(host.last_good + "/manifest.json")
+    assert group.run("3") == "ok" and group.check_invariant() == "3"
