@@ -25,10 +25,24 @@ author:
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
   - gpuserve.sglang._attributes.info_module
+  - gpuserve.sglang._attributes.action_plugin
 attributes:
   platform:
     details: Linux hosts.
+  action:
+    details: With O(server_preflight=true) (the server role's preflight), the action plugin sets every other option
+      from the role's variables and runs the role's checks after the host read; without it the options go to the
+      module as given.
 options:
+  server_preflight:
+    description:
+      - The server role's preflight (C(plugins/plugin_utils/_server_preflight.py)) - the action plugin reads the
+        role's variables (C(sglang_*)) and sets the other options itself, then runs the installed SGLang's parser
+        over the server's command line (C(sglang_check_args)), and fails with every refusal, joined by C(; ), before
+        anything changes. Otherwise returns the host read with RV(refusals), RV(notes), RV(parser) and RV(account_ok).
+      - Only in a task of the role gpuserve.sglang.server; leave it out to set the options yourself.
+    type: bool
+    default: false
   python:
     description: The interpreter given by the user (C(sglang_python)); empty to resolve it from the host.
     type: str
@@ -193,6 +207,33 @@ models:
       (C(index), C(files), C(bytes), C(headers_read)).
   returned: when O(models) has items
   type: dict
+refusals:
+  description: With O(server_preflight) - the preflight's refusals (V([]) when the task succeeds).
+  returned: with O(server_preflight)
+  type: list
+  elements: str
+notes:
+  description: With O(server_preflight) - what the preflight allowed or did not check (said on the console too).
+  returned: with O(server_preflight)
+  type: list
+  elements: str
+parser:
+  description: With O(server_preflight) - the installed parser's check (C(rc), C(stderr)), or C(skipped) when not run.
+  returned: with O(server_preflight)
+  type: dict
+account_ok:
+  description:
+    - With O(server_preflight) - whether the service account exists with its group, in every group owning a GPU
+      device file and in every one of C(sglang_user_groups).
+  returned: with O(server_preflight)
+  type: bool
+account_groups:
+  description:
+    - With O(server_preflight) - the groups the service account joins - those owning the GPU device files (a gid
+      without a name left out), then C(sglang_user_groups).
+  returned: with O(server_preflight)
+  type: list
+  elements: str
 unit_state:
   description: O(unit_state) - C(ActiveState), C(ActiveEnterTimestamp) (seconds, C(@<n>)), C(InvocationID), C(UnitFileState).
   returned: always
@@ -220,6 +261,7 @@ def main():
             unit_state=dict(type="bool", default=False),
             models=dict(type="dict", default={}),
             cuda_home=dict(type="str", default=""),
+            server_preflight=dict(type="bool", default=False),  # the action plugin's (it sets the options above)
         ),
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)

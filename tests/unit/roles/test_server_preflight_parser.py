@@ -60,7 +60,7 @@ def test_preflight_passes_the_production_profile(tmp_path):
     proc = run_preflight(tmp_path, [])
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-3000:]
-    assert "Check the flags with the installed SGLang's own parser" in out
+    assert "Read this host and refuse what SGLang, systemd or the host would refuse" in out
 
 
 def test_preflight_refuses_a_model_the_installed_release_would_not_load(tmp_path):

@@ -345,26 +345,6 @@ def test_the_gates_run_before_the_groups_verdict_and_no_node_keeps_before_it():
     assert module["reason"] == "{{ ansible_failed_result.msg | default('') }}"
 
 
-@pytest.mark.parametrize("given, expected", [
-    ({}, ""),                                                   # the module takes the CUDA facts file's home
-    ({"cuda_home": "/usr/local/cuda-13.0"}, "/usr/local/cuda-13.0"),   # the cuda role's fact of this play
-    ({"sglang_cuda_home": "/opt/cuda-13.0"}, "/opt/cuda-13.0"),  # the operator's: the unit's CUDA_HOME
-])
-def test_the_preflight_checks_the_cuda_home_the_unit_gets(given, expected):
-    """The JIT toolchain check (nvcc, libcudart of the CUDA home SGLang compiles its kernels with) read cuda_home,
-    the cuda role's fact, while the unit's CUDA_HOME is sglang_cuda_home: an operator's sglang_cuda_home was never
-    checked (old code: "" in the third case). Now the preflight passes sglang_cuda_home, whose default before the
-    host read is "" (the module then takes the host's CUDA facts file, as the unit does after the read)."""
-    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
-    from ansible.template import Templar, trust_as_template  # pylint: disable=import-outside-toplevel
-    task = next(t for t in _yaml("tasks", "preflight.yml") if "gpuserve.sglang.sglang_host_facts" in t)
-    variables = {"sglang_cuda_home": trust_as_template(_yaml("defaults", "main.yml")["sglang_cuda_home"])}
-    variables.update(task["vars"])
-    variables.update(given)
-    templar = Templar(loader=DataLoader(), variables=variables)
-    assert templar.template(trust_as_template(task["gpuserve.sglang.sglang_host_facts"]["cuda_home"])) == expected
-
-
 def test_one_rollback_no_module_keeps_restores_or_records_beside_the_lifecycle():
     """Issue 39: one rollback. The modules sglang_last_good (keep, restore) and sglang_record (the deployment
     record) let a playbook keep, restore or record the server's set outside the state machine's transaction;

@@ -184,7 +184,8 @@ def test_the_preflight_compares_the_nodes_before_anything_changes():
     assert "sglang_node_mismatches(hostvars, inventory_hostname, '_server_node')" in refuse["vars"]["mismatches"]
     assert inner.index(setter["name"]) < inner.index(refuse["name"])
     # after the model preflight read the model, and in the preflight: before the lease and anything that writes
-    assert names.index("Refuse what SGLang, systemd or the host would refuse (nothing was changed)") < names.index(
+    assert names.index(
+        "Read this host and refuse what SGLang, systemd or the host would refuse (nothing was changed)") < names.index(
         include["name"])
 
 

@@ -1,0 +1,86 @@
+# -*- coding: utf-8 -*-
+# SPDX-License-Identifier: GPL-3.0-or-later
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of module sglang_host_facts. With ``server_preflight: true`` (the server role's preflight, one
+task) it reads the role's variables and computes the whole preflight in Python (plugin_utils/_server_preflight.py):
+the module's options for the host read, then, when SGLang is installed and sglang_check_args is on, the installed
+SGLang's own parser run over the command line (roles/server/files/sglang_check_args.py, as ansible.builtin.script
+runs it), then every refusal: the task fails with them before the host changes, else returns the host read with
+``refusals`` ([]), ``notes`` (said on the console), ``parser`` and ``account_ok``. Without it, the options go to the
+module as they are."""
+
+from __future__ import annotations
+
+import json
+
+from ansible.errors import AnsibleUndefinedVariable
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight
+
+MODULE = "gpuserve.sglang.sglang_host_facts"
+_MISSING = object()
+display = Display()
+
+
+class ActionModule(ActionBase):
+
+    def _reader(self, task_vars, server_host):
+        """A reader of the role's variables as the task's templar sees them, with _server_host set to ``host``."""
+        templar = self._templar.copy_with_new_env(available_variables=dict(task_vars, _server_host=server_host))
+
+        def read(name, default=_MISSING):
+            try:
+                return templar.resolve_variable_expression(name)
+            except AnsibleUndefinedVariable:
+                if default is _MISSING:
+                    raise
+                return default
+        return read
+
+    def _parser_check(self, python, argv):
+        """Run the role's parser check with the host's interpreter; its result as the refusals read it."""
+        source = self._loader.get_real_file(self._find_needle("files", _server_preflight.PARSER_SCRIPT))
+        shell = self._connection._shell
+        if shell.tmpdir is None:
+            self._make_tmp_path()
+        remote = shell.join_path(shell.tmpdir, _server_preflight.PARSER_SCRIPT)
+        self._transfer_file(source, remote)
+        self._fixup_perms2((shell.tmpdir, remote))
+        env = shell.env_prefix(SGLANG_CHECK_ARGV=json.dumps(argv), PYTHONWARNINGS="ignore")
+        cmd = " ".join(part for part in (self._compute_environment_string(), env, shell.quote(python),
+                                         shell.quote(remote)) if part)
+        out = self._low_level_execute_command(cmd=cmd, sudoable=True)
+        return _server_preflight.parser_result(out.get("rc"), out.get("stdout"), out.get("stderr"))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        args = dict(self._task.args)
+        preflight = args.pop("server_preflight", False)
+        try:
+            if not preflight:
+                result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
+                return result
+            hostvars = task_vars.get("hostvars") or {}
+            before = self._reader(task_vars, dict(_server_preflight.BEFORE_HOST_READ))
+            args.update(_server_preflight.host_read_args(before, hostvars))
+            host = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
+            result.update(host)
+            if host.get("failed"):
+                return result
+            after = self._reader(task_vars, host)
+            argv = _server_preflight.parser_argv(after, host, hostvars)
+            parser = self._parser_check(str(host.get("python") or ""), argv) if argv is not None else None
+            verdict = _server_preflight.verdict(after, host, parser, hostvars)
+            result.update(verdict, parser=parser or {"skipped": True})
+            if verdict["refusals"]:
+                result.update(failed=True, msg="; ".join(verdict["refusals"]))
+            else:
+                for note in verdict["notes"]:
+                    display.display("%s: %s" % (task_vars.get("inventory_hostname", "?"), note))
+        finally:
+            self._remove_tmp_path(self._connection._shell.tmpdir)
+        return result
