@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from ansible.errors import AnsibleUndefinedVariable
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
@@ -59,7 +60,7 @@ class ActionModule(ActionBase):
         del tmp
         task_vars = task_vars or {}
         args = dict(self._task.args)
-        preflight = args.pop("server_preflight", False)
+        preflight = boolean(args.pop("server_preflight", False), strict=False)
         try:
             if not preflight:
                 result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
