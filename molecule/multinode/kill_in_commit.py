@@ -73,7 +73,7 @@ def main():
     watchers = dict((node, subprocess.Popen(["docker", "exec", node, "python3", "-c", WATCH, txn, stop,
                                              str(args.timeout)], stdout=subprocess.PIPE, text=True))
                     for node in args.node)
-    with open(args.log, "w") as log:
+    with open(args.log, "w", encoding="utf-8") as log:
         run = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                env=dict(os.environ, PYTHONUNBUFFERED="1", ANSIBLE_NOCOLOR="1"))
     seen, end = None, time.time() + args.timeout
@@ -109,7 +109,7 @@ def main():
     committed = [node for node, n in nodes.items()
                  if not n.get("txn") and group and (n.get("manifest") or {}).get("group") == group]
     hit = ended is None and bool(opened) and bool(decided or committed)
-    with open(args.log) as handle:
+    with open(args.log, encoding="utf-8", errors="replace") as handle:
         tasks = [line.strip() for line in handle if line.startswith("TASK [")]
     brief = {}
     for node, state in nodes.items():
