@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The last-good set of the server role, in one place: the files a verified invocation read at its start.
 
-On the host: ``<backup dir>/last-good/manifest.json`` names the verified invocation and, for each file it read,
+On the host: ``<backup dir>/<unit>.last-good/manifest.json`` names the verified invocation and, for each file it read,
 whether it existed, its mode and owner, its sha256 (never for a secret file) and, for the restorable ones, the
-kept copy ``<backup dir>/last-good/<sha1 of the path>.<invocation>`` (root, 0600).
+kept copy ``<backup dir>/<unit>.last-good/<sha1 of the path>.<invocation>`` (root, 0600). Which invocation is
+verified is not decided here: the unit's state file (``_state_file``) is that one record; the manifest refers to
+it (``verified``: its path, invocation and time, ``_state_file.reference``) and names its set after it.
 
 A secret file (the keys) is neither copied nor restored unless the operator asks (``keep_secrets``, the role's
 ``sglang_last_good_keeps_secrets``; the manifest then says ``"secrets_kept": true``): a deploy that rotates a
@@ -136,10 +138,15 @@ def file_state(path, checksum=False):
     return state
 
 
-def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep_secrets=False, group=""):
+def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep_secrets=False, group="",
+             verified=None):
     """The manifest of a verified invocation from ``[(path, file_state(path, checksum=True))]``; the kept copies
     are named after the invocation (copy_path). A file of ``secret_paths`` is restorable (and copied) only with
-    ``keep_secrets``."""
+    ``keep_secrets``. ``verified``: ``_state_file.reference`` of the unit's state file, the ONE record of which
+    invocation is verified: the manifest refers to it (``verified``) and its ``invocation_id`` is that record's
+    copy, only the name of the set and of its copies (no decision reads it)."""
+    if isinstance(verified, dict) and verified.get("invocation_id"):
+        invocation_id = verified["invocation_id"]
     files = {}
     for path, state in states:
         entry = {"exists": bool(state.get("exists"))}
@@ -156,6 +163,8 @@ def manifest(states, invocation_id, restorable, directory, secret_paths=(), keep
     data = {"invocation_id": invocation_id or "", "files": files}
     if keep_secrets and any(path in secret_paths for path in files):
         data["secrets_kept"] = True
+    if isinstance(verified, dict):
+        data["verified"] = dict(verified)
     if group:
         # the group change this set was kept by: the evidence that the group's verdict on it was keep (issue 47)
         data["group"] = group
@@ -238,7 +247,7 @@ def _needs_write(dest, data):
 
 
 def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_mode=False, keep_secrets=False,
-         group="", redact=()):
+         group="", redact=(), verified=None):
     """After a verified start: the set of this invocation, replaced as a whole. Each restorable file that exists
     is copied to a name of this invocation (the copies the current manifest names are not touched), then the
     manifest is renamed into place (the switch), then the copies no manifest names any more are removed. A kill
@@ -258,7 +267,7 @@ def keep(directory, paths, restorable, secret_paths=(), invocation_id="", check_
             os.chown(directory, 0, 0)
             written.append(directory)
     states = [(path, file_state(path, checksum=True)) for path in paths]
-    data = manifest(states, invocation_id, restorable, directory, secret_paths, keep_secrets, group)
+    data = manifest(states, invocation_id, restorable, directory, secret_paths, keep_secrets, group, verified)
     for path, entry in data["files"].items():
         if "kept_at" not in entry:
             continue

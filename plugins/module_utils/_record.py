@@ -16,7 +16,8 @@ The one owner of ``sglang_record_file``, ``sglang_record_json_file`` and ``sglan
 ``deploy_record`` is the server's record after a verified start or restart: it reads on the host what only the
 host knows (the last record's twin, the install record, the last-good manifest, the NCCL values of the running
 process and nothing else of its environment, the versions, the NCCL environment file), builds the twin
-(``record_data``) and the Markdown (``markdown``; every secret-named value masked by the one rule of ``_secrets``,
+(``record_data``; its ``invocation_id`` and ``verified`` are a copy of the unit's state file, ``_state_file.reference``,
+the one record of which invocation is verified) and the Markdown (``markdown``; every secret-named value masked by the one rule of ``_secrets``,
 the keys' values never read) and writes them. The module sglang_server calls it after the keep
 (``_server/machine.py``); the module sglang_record writes a pair of any text with ``write_record``.
 
@@ -31,7 +32,7 @@ import os
 import re
 import time
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _nvidia_smi, _proc, _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _nvidia_smi, _proc, _secrets, _state_file
 from ansible_collections.gpuserve.sglang.plugins.module_utils._atomic import write_atomic
 
 STAMP = "%Y%m%dT%H%M%SZ"
@@ -287,6 +288,9 @@ def record_data(params, verified, bench, bench_gate, python, host, when):
         "change_reason": params.get("change_reason", ""),
         "action": verified.get("action", ""),
         "invocation_id": verified.get("invocation_id", ""),
+        # which invocation is verified is the state file's record (_state_file): the twin refers to it, one copy
+        "verified": _state_file.reference((verified.get("state_file") or {}).get("path", ""),
+                                          verified.get("invocation_id", ""), verified),
         "main_pid": verified.get("main_pid", 0),
         "profile": params.get("profile", ""),
         "args": _secrets.mask_mapping(params.get("args") or {}),

@@ -15,9 +15,10 @@ The state machine (see docs/sglang_service.md):
 4. Fail fast: a fail pattern in this invocation (the line is quoted); the unit failed, entered
    auto-restart, NRestarts grew or the InvocationID changed again (a crash loop); the main process is gone;
    the deadline (the phase it was stuck in is named); /health answering 401, 403 or 404.
-5. Each proven start is recorded in a state file (``_state_file``); ``verified`` on the same invocation
-   takes the start-up facts from it when journald no longer holds the start-up lines, and checks the live
-   part now. The stop of the old invocation is reported (``stop: {result, killed, seconds}``).
+5. Each proven start is recorded in a state file (``_state_file``: the one record of which invocation is
+   verified, read by sglang_server's plan; ``_record`` below is its only writer); ``verified`` on the same
+   invocation takes the start-up facts from it when journald no longer holds the start-up lines, and checks the
+   live part now. The stop of the old invocation is reported (``stop: {result, killed, seconds}``).
 """
 
 from __future__ import annotations
@@ -420,7 +421,7 @@ class ServiceRunner(object):
             return
         try:
             path = self.state_store.write(self.unit, record)
-            self.result["state_file"] = {"path": path, "written": True}
+            self.result["state_file"] = {"path": path, "written": True, "verified_at": record["verified_at"]}
         except (IOError, OSError) as exc:
             # Loud, not fatal: the server is proven now and must not be rolled back for a full /var/lib, but once
             # this start leaves the journal a later verify could only say "never verified" (issue 22).

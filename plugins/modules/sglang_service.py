@@ -348,7 +348,10 @@ sources:
   returned: when verified
   type: dict
 state_file:
-  description: V(path), V(written) (a new record was written), V(verified_at) of the record used or kept.
+  description:
+    - V(path), V(written) (a new record was written), V(verified_at) of the record written, used or kept.
+    - This file is the one record of which invocation of the unit is verified; M(gpuserve.sglang.sglang_server) reads
+      it, so that a start proven here is not verified again by the next deploy (its files unchanged).
   returned: when a start was proven or a record was used
   type: dict
 journal_scan:

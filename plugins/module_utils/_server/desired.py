@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import STATE_DIR, StateFile
 
 UNIT, ENV, SECRETS, LAUNCHER = "unit", "env", "secrets", "launcher"
 # What a change of each kind is called in the due reasons (today's due.yml words).
@@ -62,7 +63,7 @@ class Desired(object):
 
     def __init__(self, service, files, dirs=(), reads=(), install_record="", backup_dir="/etc/sglang/backup",
                  backup_keep=5, keep_secrets=False, rollback=True, secrets_to_mask=(), venv_versioned="",
-                 venv_link="", record_path="", host_name=""):
+                 venv_link="", record_path="", host_name="", state_dir=""):
         self.service = service[:-len(".service")] if service.endswith(".service") else service
         self.files = list(files)
         self.dirs = list(dirs)
@@ -78,6 +79,9 @@ class Desired(object):
         self.record_path = record_path or ""
         self.host_name = host_name or ""
         self.companion_units = []
+        # the service runner's state files (_state_file): the one record of which invocation is verified; "" for a
+        # unit whose runner keeps none (the router): its last-good manifest is that record
+        self.state_dir = state_dir or ""
         # the deployment record's inputs (the module's ``record`` option): the new ExecStart (``cmdline``), the
         # interpreter, the record and its history, where --check reads this host's recorded restarts (issue 49)
         self.record = {}
@@ -99,6 +103,15 @@ class Desired(object):
         """The layout before issue 47: one ``<backup dir>/last-good`` for every unit of the host (moved to the
         unit's own directory by ``_server/layout.py`` on the first run, without a restart)."""
         return "%s/%s" % (self.backup_dir, _last_good.LEGACY_DIR)
+
+    @property
+    def state_file(self):
+        """The unit's state file (``_state_file``), or "" when it has none."""
+        return StateFile(self.state_dir).path(self.service + ".service") if self.state_dir else ""
+
+    def verified_record(self):
+        """The state file's record (None when there is none or no state file)."""
+        return StateFile(self.state_dir).read(self.service + ".service") if self.state_dir else None
 
     def of_kind(self, kind):
         return next((spec for spec in self.files if spec.kind == kind), None)
@@ -179,6 +192,7 @@ class Desired(object):
                       record.get("record_md_path") or record.get("md_path") or "",
                       params.get("host_name") or record.get("host") or "")
         desired.record = dict(record)
+        desired.state_dir = (params.get("service") or {}).get("state_dir") or STATE_DIR
         # units beside the server that hold its GPU memory (the Weight Cache Daemon's): a rollback stops them
         # before the restored unit starts, the GPU freeing step never stops their processes
         desired.companion_units = [str(unit) for unit in params.get("companion_units") or [] if unit]

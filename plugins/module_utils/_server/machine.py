@@ -27,7 +27,7 @@ import re
 import time
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import (
-    _last_good, _model_check, _record, _secrets, _timeline, _weight_cache)
+    _last_good, _model_check, _record, _secrets, _state_file, _timeline, _weight_cache)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_logs import installed_release
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import layout
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_mod
@@ -154,8 +154,8 @@ class ServerLifecycle(object):
         host = self.host
         if host is None or self.result.get("restart") or self.result.get("landed"):
             return False
-        return (host.active_state == "active" and bool(host.invocation_id)
-                and host.invocation_id == host.manifest.get("invocation_id"))
+        # the state file's answer (_state_file: the one record of the verified invocation), through the plan
+        return host.active_state == "active" and self.plan is not None and self.plan.running_verified(host.invocation_id)
 
     def read(self, own_txn=False):
         if self.directory is None:
@@ -163,10 +163,18 @@ class ServerLifecycle(object):
             if self.moved and not self.check_mode:
                 self.did(self.moved)
         self.host = read_host(self.desired, self.systemctl, self.directory)
+        # the ONE record of which invocation is verified (_state_file); the plan reads it, never the manifest's copy
+        self.host.state_record = self.desired.verified_record()
         self.plan = make_plan(self.desired, self.host, own_txn=own_txn)
         self.result.update(action=self.plan.action, reasons=list(self.plan.reasons), due=self.plan.due,
                            diff=list(self.plan.diff), stale=list(self.plan.stale))
         return self.plan
+
+    def reference(self, invocation, verified):
+        """What the manifest carries of the state file (``_state_file.reference``), None for a unit without one."""
+        if not self.desired.state_file:
+            return None
+        return _state_file.reference(self.desired.state_file, invocation, verified)
 
     def txn_copies(self, record):
         entries = (record or {}).get("files", {}).values()
@@ -557,11 +565,17 @@ class ServerLifecycle(object):
         """The restart, start or verification of this call through the service runner; on failure the restore
         (when ``rollback``) and the failure."""
         action = self.plan.action
-        if action == "verify_only":
+        if action == "verify_only" and self.plan.unkept_set:
+            self.notice("%s: the running invocation %s was verified (%s) but the files it read are not the last good "
+                        "set (a restart outside this role after a change by hand?); gating it now, and putting the last "
+                        "good configuration back if it fails"
+                        % (self.desired.service, self.host.invocation_id, self.desired.state_file or "its start"))
+        elif action == "verify_only":
             self.notice("%s: the running invocation %s was never verified by this role (the last verified one was %s: "
                         "a run killed during its restart, a reboot or a crash restarted by systemd); verifying it "
                         "now, and putting the last good configuration back if it fails"
-                        % (self.desired.service, self.host.invocation_id, self.host.manifest.get("invocation_id")))
+                        % (self.desired.service, self.host.invocation_id,
+                           " or ".join(self.plan.verified) or "none"))
         if action in ("restart", "start"):
             # from here on the server may have stopped or read the new files: a kill leaves a change to restore
             self.txn_phase("restarting")
@@ -698,7 +712,8 @@ class ServerLifecycle(object):
                 _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
                                 secret_paths=self.desired.secret_paths, invocation_id=res.get("invocation_id") or "",
                                 keep_secrets=self.desired.keep_secrets, group=self.group,
-                                redact=[self.desired.env_path])
+                                redact=[self.desired.env_path],
+                                verified=self.reference(res.get("invocation_id") or "", res))
                 txn_mod.close(self.directory)
                 outcome["ok"] = True
         except RollbackIncomplete as exc:
@@ -771,19 +786,20 @@ class ServerLifecycle(object):
         plan = self.plan
         invocation = verified.get("invocation_id") or ""
         manifest = self.host.manifest
-        if plan.keep_needed or plan.action in ("restart", "start", "verify_only") or verified.get("changed") \
-                or manifest.get("invocation_id") != invocation:
+        # which invocation is verified is the state file's (plan.verified); the manifest's copy is never compared
+        if plan.keep_needed or plan.action in ("restart", "start", "verify_only") or verified.get("changed"):
             self.txn_phase("verified", invocation_id=invocation)
             kept = _last_good.keep(self.directory, self.desired.input_files, self.desired.restorable,
                                    secret_paths=self.desired.secret_paths, invocation_id=invocation,
                                    keep_secrets=self.desired.keep_secrets, group=self.group,
-                                   redact=[self.desired.env_path])
+                                   redact=[self.desired.env_path], verified=self.reference(invocation, verified))
             manifest = kept["manifest"]
             if kept["changed"]:
                 self.did("kept the last good set of invocation %s" % invocation)
         if txn_mod.load(self.directory):
             txn_mod.close(self.directory)
         claim = inputs_claim(manifest, self.desired.rendered(), self.desired.withheld())
+        claim["invocation_id"] = invocation or claim["invocation_id"]
         self.result["inputs"] = claim
         if claim["mismatches"]:
             raise self.failure(

@@ -9,10 +9,13 @@
 - ``restart``: a file the server reads lands, or the running invocation is older than one of them (stale), and the
   unit is up, failed or stopping; ``start`` when it is down (a landed change that fails still rolls back);
 - ``verify_only``: nothing lands and nothing is stale, but the running invocation is one no verified start knows
-  (the last-good manifest names another: a killed run, a reboot, a crash restarted by systemd);
+  (the unit's state file, ``_state_file.verified_ids``, the ONE record of which invocation is verified, names
+  another: a killed run, a reboot, a crash restarted by systemd), or it is verified but the files it read are not
+  the last-good set (``unkept_set``: it started outside this module on files no gate has judged);
 - ``start``: not running, nothing lands;
-- ``keep_only``: the running invocation is the verified one, but the manifest does not name exactly these files
-  or a kept copy is gone: keep the set again, no restart;
+- ``keep_only``: the running invocation is the verified one, but the manifest does not name exactly these files,
+  a kept copy is gone, the manifest is of the layout before the state file owned the verified invocation, or a
+  change verified and gated was killed before its keep (``txn_settled``): keep the set again, no restart;
 - ``none``: nothing to do (a no-op: the running invocation is verified, nothing is written).
 
 ``reasons`` are the words of the role's former due.yml (the rollout asks them before it drains a worker); ``diff``
@@ -22,6 +25,7 @@ environment file masked by the one masking rule."""
 from __future__ import annotations
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _secrets
+from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import legacy_manifest, verified_ids
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.desired import (
     CHANGE_WORDS, ENV, LAUNCHER)
 
@@ -43,6 +47,8 @@ class Plan(object):
         self.reasons = []
         self.diff = []
         self.unknown_invocation = False
+        self.unkept_set = False
+        self.verified = []
         self.keep_needed = False
         self.txn_settled = False
 
@@ -65,7 +71,13 @@ class Plan(object):
         return {"action": self.action, "reasons": list(self.reasons), "land": [spec.path for spec in self.land],
                 "dirs": [spec.path for spec in self.dirs], "enable": self.enable,
                 "daemon_reload": self.daemon_reload, "stale": list(self.stale),
-                "unknown_invocation": self.unknown_invocation, "keep_needed": self.keep_needed}
+                "unknown_invocation": self.unknown_invocation, "unkept_set": self.unkept_set,
+                "keep_needed": self.keep_needed}
+
+    def running_verified(self, invocation):
+        """Whether ``invocation`` (the running one) is verified and runs the last-good set: the one answer for
+        "serves a verified set" (no second record is compared)."""
+        return bool(invocation) and invocation in self.verified and not self.unkept_set
 
 
 def file_differs(spec, state):
@@ -100,6 +112,22 @@ def stale_files(states, manifest, active_since, invocation_id):
                    if isinstance(entry, dict) and entry.get("exists") and path in states
                    and not states[path].get("exists")]
     return list(dict.fromkeys(newer + removed))
+
+
+def set_differs(manifest, states):
+    """Whether the files on the host are not the set the manifest kept: a file it names exists where it did not (or
+    the other way round), or has another sha256 (a secret file has none in the manifest: only its existence
+    counts). Paths the manifest does not name are not compared (``keep_needed`` covers them)."""
+    entries = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+    for path, entry in entries.items():
+        state = states.get(path)
+        if not isinstance(entry, dict) or state is None:
+            continue
+        if bool(entry.get("exists")) != bool(state.get("exists")):
+            return True
+        if entry.get("exists") and entry.get("sha256") and state.get("sha256") and entry["sha256"] != state["sha256"]:
+            return True
+    return False
 
 
 def _attrs(state):
@@ -154,21 +182,30 @@ def plan(desired, onhost, own_txn=False):
     active = onhost.active_state
     invocation = onhost.invocation_id
     manifest = onhost.manifest or {}
-    recorded = str(manifest.get("invocation_id") or "")
+    # which invocation is verified: the state file's answer (_state_file.verified_ids), never the manifest's copy
+    # (a manifest of the layout before it is read as it was written, and the next keep writes the new layout)
+    result.verified = verified = verified_ids(getattr(onhost, "state_record", None), manifest)
     result.stale = stale_files(onhost.files, manifest, onhost.active_since, invocation)
-    result.unknown_invocation = bool(recorded and invocation and invocation != recorded and active in UNKNOWN_STATES)
-    entries = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
-    result.keep_needed = (recorded != invocation or sorted(entries) != sorted(desired.input_files)
-                          or bool(onhost.copies_missing))
+    result.unknown_invocation = bool(verified and invocation and invocation not in verified
+                                     and active in UNKNOWN_STATES)
     txn = onhost.txn or {}
+    # a change verified and gated (its transaction's phase "verified") whose keep a kill cut short: kept now
     result.txn_settled = bool(txn and txn.get("phase") == "verified" and txn.get("invocation_id")
-                              and txn.get("invocation_id") == recorded == invocation)
+                              and txn.get("invocation_id") == invocation and invocation in verified)
+    entries = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
+    differs = bool(entries) and set_differs(manifest, onhost.files)
+    # verified, but on files no gate judged (started outside this module after a change by hand): gated again
+    result.unkept_set = bool(differs and invocation in verified and not result.txn_settled
+                             and active in UNKNOWN_STATES)
+    result.keep_needed = (not entries or differs or sorted(entries) != sorted(desired.input_files)
+                          or bool(onhost.copies_missing)
+                          or bool(getattr(desired, "state_dir", "") and legacy_manifest(manifest)))
     txn_open = bool(txn) and not own_txn and not result.txn_settled
     if onhost.restore_open or txn_open:
         result.action = "finish_restore"
     elif result.land or result.stale:
         result.action = "restart" if active in RESTARTABLE else "start"
-    elif result.unknown_invocation:
+    elif result.unknown_invocation or result.unkept_set:
         result.action = "verify_only"
     elif active not in UP:
         result.action = "start"

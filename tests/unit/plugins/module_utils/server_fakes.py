@@ -10,6 +10,7 @@ import time
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.desired import (
     ENV, LAUNCHER, SECRETS, UNIT, Desired, DirSpec, FileSpec)
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import ServerLifecycle
+from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import StateFile
 
 USER = pwd.getpwuid(os.getuid()).pw_name
 GROUP = grp.getgrgid(os.getgid()).gr_name
@@ -64,7 +65,27 @@ class FakeRunner(object):
         if hook is not None:
             outcome = hook(self.state)
             if outcome is not None:
-                return outcome
+                return self.record(outcome)
+        return self.record(self.outcome())
+
+    def record(self, outcome):
+        """As the real runner: a proven start is written to the unit's state file (never by a read-only one)."""
+        ok, result = outcome
+        store, unit = self.factory.state_store, self.factory.unit
+        if ok and store is not None and not self.read_only and result.get("invocation_id"):
+            existing = store.read(unit) or {}
+            if existing.get("invocation_id") != result["invocation_id"]:
+                when = round(time.time(), 3)
+                store.write(unit, {"invocation_id": result["invocation_id"], "verified_at": when})
+                result["state_file"] = {"path": store.path(unit), "written": True,
+                                        "verified_at": when}
+            else:
+                result["state_file"] = {"path": store.path(unit), "written": False,
+                                        "verified_at": existing.get("verified_at")}
+        return ok, result
+
+    def outcome(self):
+        systemctl = self.factory.systemctl
         props = systemctl.props
         up = props["ActiveState"] in ("active", "activating", "reloading")
         if self.state == "verified":
@@ -82,6 +103,8 @@ class RunnerFactory(object):
         self.systemctl = systemctl
         self.calls = []
         self.hooks = []    # one per execute(): hook(state) -> None (go on) or (ok, result)
+        self.state_store = None    # a _state_file.StateFile: proven starts are recorded there, as the real runner does
+        self.unit = SERVICE + ".service"
 
     def __call__(self, state, read_only=False, restore=False):
         self.restores = getattr(self, "restores", 0) + (1 if restore else 0)
@@ -121,6 +144,9 @@ class Host(object):
             os.makedirs(os.path.dirname(path), exist_ok=True)
         self.systemctl = FakeSystemctl()
         self.runners = RunnerFactory(self.systemctl)
+        self.state_dir = self.p("var/lib/gpuserve-sglang")
+        self.runners.state_store = StateFile(self.state_dir)
+        self.runners.unit = service + ".service"
 
     def p(self, rel):
         return os.path.join(self.root, rel)
@@ -138,7 +164,8 @@ class Host(object):
         dirs = [DirSpec(self.p("etc/sglang"), "0755", USER, GROUP)]
         return Desired(self.service, files, dirs, reads=[self.nccl, self.site], install_record=self.record,
                        backup_dir=self.backup, backup_keep=2, keep_secrets=keep_secrets, rollback=rollback,
-                       secrets_to_mask=[key] if key else [], host_name="node-a", **extra)
+                       secrets_to_mask=[key] if key else [], host_name="node-a",
+                       state_dir=extra.pop("state_dir", self.state_dir), **extra)
 
     def machine(self, desired, run=analyze_ok, **kwargs):
         return ServerLifecycle(desired, self.systemctl, run, self.runners, clock=time.time, **kwargs)

@@ -238,7 +238,7 @@ SECTIONS = ["## Last verified restart", "## HiCache (from this invocation's jour
 DATA_KEYS = {"service", "host", "when", "change_reason", "action", "invocation_id", "main_pid", "profile", "args",
              "cmdline", "sglang_version", "venv", "cuda", "driver", "install", "patches", "nccl_process", "inputs",
              "memory_plan", "kv_cache", "hicache", "hicache_expected", "bench", "bench_gate", "bench_previous",
-             "baseline", "baseline_when", "baseline_invocation_id", "timeline"}
+             "baseline", "baseline_when", "baseline_invocation_id", "timeline", "verified"}
 
 
 def record_params(**over):
@@ -322,6 +322,8 @@ def test_data_has_the_keys_of_the_record_and_carries_the_baseline():
     assert data["install"] == {"version": "0.5.9"} and data["patches"] == {"p1.patch": "abababab", "p0.patch": "cd"}
     assert data["memory_plan"] == {"summary": "plan line", "kv_tokens_per_rank": 5, "host_pool_gb_per_rank": None}
     assert data["hicache_expected"] is True and data["main_pid"] == 4242
+    # a copy of the state file's record (the one record of the verified invocation), made by one function
+    assert data["verified"]["invocation_id"] == data["invocation_id"] and "state_file" in data["verified"]
     # no benchmark this time: the last record's baseline goes on, with its time and invocation; no gate
     previous = {"bench": PREVIOUS_BENCH, "baseline": PREVIOUS_BENCH, "baseline_when": "2026-01-01T00:00:00Z",
                 "baseline_invocation_id": "first"}
