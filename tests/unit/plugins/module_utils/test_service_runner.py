@@ -501,6 +501,8 @@ def test_verified_after_the_journal_was_vacuumed_uses_the_state_file(tmp_path):
     ok, first = runner(host, state="verified", health_url="http://x:1/health", state_store=store).execute()
     assert ok, first.get("msg")
     assert first["state_file"]["written"] is True
+    # the record written says when (the copy the last-good manifest and the deployment record carry: issue 47)
+    assert first["state_file"]["verified_at"] == store.read("sglang-kimi.service")["verified_at"]
     assert oct(os.stat(first["state_file"]["path"]).st_mode & 0o777) == "0o600"
     assert oct(os.stat(str(tmp_path / "state")).st_mode & 0o777) == "0o700"
     # a second verify of the same start rewrites nothing (idempotent)
