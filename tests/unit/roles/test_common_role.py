@@ -58,15 +58,19 @@ def test_server_and_nccl_tuning_resolve_the_interpreter_the_same_way():
     assert 'python: "{{ _common_python_given if ansible_parent_role_names' in text
     assert "install_record: \"{{ _common_install_record if _common_python_given | length == 0 else '' }}\"" in text
     assert '_common_python: "{{ _common_host.python }}"' in text
-    # the server's preflight reads the host in ONE sglang_host_facts run of its own (issue 39) with the same rule:
-    # the interpreter given, else the install record's venv (only when none is given), else sglang_venv
+    # the server's preflight reads the host in ONE sglang_host_facts run of its own (issue 39), its options set by
+    # the action plugin (plugin_utils/_server_preflight.py, issue 47) with the same rule: the interpreter given,
+    # else the install record's venv (only when none is given), else sglang_venv
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight  # pylint: disable=import-outside-toplevel
     server = next(t["gpuserve.sglang.sglang_host_facts"] for t in _yaml("server", "tasks", "preflight.yml")
                   if "gpuserve.sglang.sglang_host_facts" in t)
-    assert server["python"] == "{{ sglang_python }}"
-    assert server["install_record"] == "{{ sglang_install_record if sglang_python | length == 0 else '' }}"
-    assert server["venv"] == "{{ sglang_venv }}"
-    with open(os.path.join(ROLES, "server", "tasks", "preflight.yml")) as handle:
-        assert handle.read().count("sglang_install_record") == 1   # only passed on: no read of its own
+    assert server == {"server_preflight": True}
+    for given, record in (("", "/opt/sglang/install-record.json"), ("/opt/x/bin/python", "")):
+        values = dict((name, "") for name in _server_preflight.HOST_READ_VARS)
+        values.update(sglang_python=given, sglang_install_record="/opt/sglang/install-record.json",
+                      sglang_venv="/opt/sglang/venv", _server_in={"model_path": "/m"}, sglang_model_check=False)
+        args = _server_preflight.host_read_args(lambda name, default=None, v=values: v.get(name, default))
+        assert (args["python"], args["install_record"], args["venv"]) == (given, record, "/opt/sglang/venv")
     # nccl_tuning's module resolves it on the host with the same function (_host_facts.interpreter, as
     # sglang_host_facts does), from the role's own variables passed on unchanged
     nccl = next(t["gpuserve.sglang.nccl_tuning"] for t in _yaml("nccl_tuning", "tasks", "tuning.yml")
