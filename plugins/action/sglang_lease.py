@@ -8,6 +8,9 @@
   time (_lease.controller_identity()).
 - The run's id when the task gives none (_lease.run_id(): the same in every worker and on every host of the run,
   never the same for two runs; the router rollout's lease).
+- A second round over a first round's answers (``after``: the router rollout's leases on every router): only a
+  lease another live run held in the first round is asked again, and ``stop`` says whether the answer stops the
+  run (_router_role.sglang_router_lease_failures' rule, one answer at a time).
 - A holder provably gone from this controller (_lease.holder_gone()) is taken over in a second module call that
   takes the lease only while that holder's id still holds it (``replace``: compare and swap under the lease's
   lock on the host), so a third, live run that took it in between is never broken. Otherwise the module waits
@@ -23,6 +26,28 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils import _lease
 
 MODULE = "gpuserve.sglang.sglang_lease"
 display = Display()
+# what a registered loop adds to an answer; a first round's answer handed back has none of it
+_LOOP_KEYS = ("item", "ansible_loop_var", "ansible_index_var", "ansible_loop", "failed_when_result", "changed_when_result",
+              "invocation", "changed", "failed")
+
+
+def held(answer):
+    """A first round's answer (wait 0) that another live run holds the lease: the one asked again."""
+    return isinstance(answer, dict) and "taken" in answer and bool(answer.get("contended")) and not answer.get("taken")
+
+
+def stop(answer, waited):
+    """Why an answer stops the run ('' when it does not): a module error (no ``taken``), or, after the wait, a lease
+    still another live run's (contended, not taken)."""
+    if "taken" not in answer or (waited and answer.get("contended") and not answer.get("taken")):
+        return str(answer.get("msg") or "?")
+    return ""
+
+
+def first_answer(after):
+    """A first round's answer as this task's: its own keys only, unchanged."""
+    return dict((key, value) for key, value in after.items()
+                if key not in _LOOP_KEYS and not key.startswith("_ansible"))
 
 
 def waiting_line(unit, wait, holder):
@@ -51,6 +76,13 @@ class ActionModule(ActionBase):
                 owner[key] = here[key]
         args["owner"] = owner
         args.pop("replace", None)   # the action's own step, never the task's
+        after = args.pop("after", None)
+        again = (after is None or (held(after) and (args.get("state") or "acquired") == "acquired"
+                                   and not self._task.check_mode))
+        if not again:
+            answer = first_answer(after if isinstance(after, dict) else {})
+            result.update(answer, changed=False, stop=stop(answer, False))
+            return result
 
         def call(**change):
             return self._execute_module(module_name=MODULE, module_args=dict(args, **change), task_vars=task_vars)
@@ -71,4 +103,6 @@ class ActionModule(ActionBase):
         finally:
             self._remove_tmp_path(self._connection._shell.tmpdir)
         result.update(answer)
+        if after is not None:
+            result["stop"] = stop(answer, True)
         return result

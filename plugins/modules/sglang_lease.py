@@ -100,6 +100,13 @@ options:
     description: Break a live lease of another run (its run is known to be dead).
     type: bool
     default: false
+  after:
+    description:
+      - A second round over several leases (the router rollout's) - this lease's answer of a first round with
+        O(wait=0). Only a lease another live run held then (contended, not taken) is asked again, waiting O(wait)
+        (not in check mode, and only for V(acquired)); any other answer is returned as it was. Either way RV(stop)
+        says whether the answer stops the run. Read by the action plugin.
+    type: dict
   directory:
     description: Where the leases are (absolute path; tmpfs by default).
     type: path
@@ -122,6 +129,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+stop:
+  description:
+    - With O(after), why this answer stops the run - a module error (no RV(taken) in the answer), or a lease still
+      another live run's after the wait (contended, not taken) - the answer's message; empty when it does not.
+  returned: with after
+  type: str
 result:
   description:
     - V(acquired), V(renewed), V(expired) (taken over from a run whose TTL passed), V(gone) (taken over from a run
@@ -194,6 +207,7 @@ def main():
             wait=dict(type="int", default=900),
             force=dict(type="bool", default=False),
             replace=dict(type="str"),
+            after=dict(type="dict"),   # the action plugin's (a second round over a first round's answer)
             directory=dict(type="path", default=_lease.LEASE_DIR),
         ),
         supports_check_mode=True,

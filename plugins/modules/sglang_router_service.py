@@ -28,6 +28,7 @@ author:
   - gpuserve.sglang maintainers (@gpuserve)
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.action_plugin
 attributes:
   check_mode:
     support: full
@@ -39,6 +40,8 @@ attributes:
       - Each file that would change, before and after; the environment file's text is never shown.
   platform:
     details: Linux hosts with systemd.
+  action:
+    details: The action plugin writes the environment file's text from O(api_key) when O(env.content) is left out.
 options:
   name:
     description: The unit's name without C(.service).
@@ -57,7 +60,11 @@ options:
     required: true
     suboptions:
       path: {description: Where it lands., type: path, required: true}
-      content: {description: Its text., type: str, required: true}
+      content:
+        description:
+          - Its text. Left out, the module's action plugin writes it from O(api_key) (a header, and
+            C(SGLANG_ROUTER_API_KEY) when there is a key), as the router role does.
+        type: str
   launcher:
     description: The launcher that hands the key to the router inside its process (0644 root:root).
     type: dict
@@ -117,7 +124,7 @@ EXAMPLES = r"""
     unit:
       path: /etc/systemd/system/sglang-router.service
       content: "{{ lookup('template', 'sglang-router.service.j2') }}"
-    env: {path: /etc/sglang-router/sglang-router.env, content: "# no key\n"}
+    env: {path: /etc/sglang-router/sglang-router.env}   # its text from api_key (the action plugin)
     backup_dir: /etc/sglang-router/backup
     router: {url: "http://127.0.0.1:30000", workers: [http://gpu-1:30000]}
 """
@@ -171,7 +178,7 @@ def main():
             name=dict(type="str", required=True),
             unit=dict(type="dict", required=True, options=dict(FILE)),
             env=dict(type="dict", required=True, options=dict(path=dict(type="path", required=True),
-                                                              content=dict(type="str", required=True, no_log=True))),
+                                                              content=dict(type="str", no_log=True))),
             launcher=dict(type="dict", options=dict(FILE)),
             dirs=dict(type="list", elements="dict", default=[],
                       options=dict(path=dict(type="path", required=True), mode=dict(type="str", default="0755"))),
@@ -192,6 +199,9 @@ def main():
     # every secret its options carry, registered with the core's masking API (2.22+; _secrets.module_secrets)
     module_secrets(module.params, module.argument_spec)
     p = module.params
+    if p["env"]["content"] is None:
+        module.fail_json(msg="nothing was changed: env.content is computed by the module's action plugin; call the "
+                             "module by its name gpuserve.sglang.sglang_router_service, or give env.content")
     if p["name"].endswith(".service") or p["backup_keep"] < 0 or p["router"]["timeout"] <= 0:
         module.fail_json(msg="nothing was changed: name must be given without .service, backup_keep 0 or more and "
                              "router.timeout a positive number of seconds")

@@ -47,6 +47,7 @@ author:
   - gpuserve.sglang maintainers (@gpuserve)
 extends_documentation_fragment:
   - gpuserve.sglang._attributes
+  - gpuserve.sglang._attributes.action_plugin
 attributes:
   check_mode:
     support: full
@@ -56,12 +57,41 @@ attributes:
     details: Reports only; there is nothing to diff.
   platform:
     details: Runs where it is delegated (HTTP to the routers and the workers), Python standard library only.
+  action:
+    details: The action plugin turns inventory hosts (O(router_hosts), O(worker_hosts), O(fleet_hosts)) into URLs,
+      aliases and PD kinds on the controller, writes RV(words) and decides a rescue (O(server_result)).
 options:
   routers:
-    description: Base URLs of the routers, for example V(http://gw-1:30000).
+    description:
+      - Base URLs of the routers, for example V(http://gw-1:30000).
+      - Default is the URLs of O(router_hosts).
     type: list
     elements: str
-    required: true
+    default: []
+  router_hosts:
+    description:
+      - Inventory hosts of the routers; the action plugin sets O(routers) from each one's
+        C(sglang_router_api_address) (else its name) and C(sglang_router_port) (else 30000).
+    type: list
+    elements: str
+  worker_hosts:
+    description:
+      - Inventory hosts of the workers acted on; the action plugin sets O(workers) from them
+        (P(gpuserve.sglang.sglang_worker_urls#filter)) and, for V(drained) and V(present), O(aliases) and O(kinds)
+        (of O(fleet_hosts) when given), the task's own O(aliases) and O(kinds) taking precedence.
+      - With V(drained), RV(words) names these hosts.
+    type: list
+    elements: str
+  fleet_hosts:
+    description: Inventory hosts of the fleet; the action plugin sets O(fleet) from them.
+    type: list
+    elements: str
+  server_result:
+    description:
+      - With V(held_out), the result of M(gpuserve.sglang.sglang_server) for the worker (a rollout's rescue). When
+        it says the unit serves a verified set (its C(serving_verified)), the
+        worker is not held out and the module is not called; RV(readmit) and RV(words) say which.
+    type: dict
   workers:
     description: Base URLs of the workers acted on, exactly as the routers list them (V(http://host:30000)).
     type: list
@@ -111,7 +141,8 @@ options:
   aliases:
     description:
       - Other URLs a worker may be listed by, keyed by its URL in O(workers) or O(fleet) (the filter
-        P(gpuserve.sglang.sglang_worker_aliases#filter) builds them from the inventory).
+        P(gpuserve.sglang.sglang_worker_aliases#filter) builds them from the inventory; so does the action plugin
+        from O(worker_hosts) or O(fleet_hosts)).
     type: dict
     default: {}
   listed_as:
@@ -123,8 +154,8 @@ options:
   kinds:
     description:
       - Behind a gateway in PD mode (issue 25), each worker's kind, keyed by its URL in O(workers) or O(fleet),
-        C(worker_type) (V(prefill), V(decode) or V(regular)) and a prefill server's C(bootstrap_port)
-        (P(gpuserve.sglang.sglang_worker_kinds#filter) builds them from the inventory). A worker put back is
+        C(worker_type) (V(prefill), V(decode) or V(regular)) and a prefill server's C(bootstrap_port) (the action
+        plugin builds them from each host's C(sglang_disaggregation_mode) with O(worker_hosts) or O(fleet_hosts)). A worker put back is
         posted with its kind (a gateway adds one without as a regular worker, which it never routes to in PD mode),
         and V(drained) refuses to take out the last healthy worker of either kind. A worker not given here is
         put back as the kind a router listed it as.
@@ -224,6 +255,16 @@ seconds:
   description: Time the module took.
   returned: always
   type: float
+words:
+  description:
+    - For V(drained) with O(worker_hosts), the line a rollout prints (C(DRAINED <hosts>: out of N router(s), ...)).
+    - With O(server_result), what becomes of the worker (back in every router, or held out and why).
+  returned: state=drained with worker_hosts, or with server_result
+  type: str
+readmit:
+  description: With O(server_result), whether the worker serves a verified set (not held out; put it back).
+  returned: with server_result
+  type: bool
 """
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
@@ -235,7 +276,11 @@ from ansible_collections.gpuserve.sglang.plugins.module_utils._router import Rou
 def main():
     module = QuietModule(
         argument_spec=dict(
-            routers=dict(type="list", elements="str", required=True),
+            routers=dict(type="list", elements="str", default=[]),
+            router_hosts=dict(type="list", elements="str"),   # the action plugin's (it sets the URLs from them)
+            worker_hosts=dict(type="list", elements="str"),
+            fleet_hosts=dict(type="list", elements="str"),
+            server_result=dict(type="dict"),
             workers=dict(type="list", elements="str", default=[]),
             fleet=dict(type="list", elements="str", default=[]),
             state=dict(type="str", choices=["drained", "present", "verified", "reconciled", "status", "held_out",

@@ -5,6 +5,7 @@ router role's drain step takes out only the batch's hosts whose rollout_restart_
 proves it on real hosts; this test pins the wiring."""
 from __future__ import annotations
 
+import json
 import os
 
 import yaml
@@ -95,16 +96,36 @@ def test_deploy_behind_routers_leaves_unchanged_hosts_alone():
     assert rolling["vars"]["sglang_rollout_restart_unchanged"] is False
 
 
-def test_drain_takes_out_only_the_due_hosts_of_the_batch():
+def test_drain_takes_out_only_the_due_hosts_of_the_batch(tmp_path):
+    """The batch is the hosts of the play batch whose rollout_restart_due is not false (unset: due), computed by
+    Ansible's own filters (issue 47: no role-private filter, sglang_router_batch's values), run here by
+    ansible-playbook on drain.yml's own task."""
+    import subprocess
+    import sys
+    from conftest import COLLECTIONS
     tasks = _yaml("roles", "router", "tasks", "drain.yml")
-    expr = tasks[0]["ansible.builtin.set_fact"]["_router_rollout"]["batch"]
-    assert expr == "{{ ansible_play_batch | gpuserve.sglang.sglang_router_batch(hostvars) }}"
+    assert "sglang_router_batch" not in yaml.safe_dump(tasks)
     drain = next(t for t in tasks if "gpuserve.sglang.sglang_router_workers" in t)
-    assert drain["gpuserve.sglang.sglang_router_workers"]["workers"].startswith("{{ _router_rollout.batch ")
+    assert drain["gpuserve.sglang.sglang_router_workers"]["worker_hosts"] == "{{ _router_rollout.batch }}"
     assert _when(drain) == ["_router_rollout.batch | length > 0"]
-    from ansible_collections.gpuserve.sglang.plugins.filter.router_role import sglang_router_batch
-    hostvars = {"w1": {"rollout_restart_due": True}, "w2": {"rollout_restart_due": False}, "w3": {}}
-    assert sglang_router_batch(["w1", "w2", "w3"], hostvars) == ["w1", "w3"]   # w3: asked by no one -> drained
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump({"all": {
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable},
+        "children": {"sglang_routers": {"hosts": {"gw": {}}}, "sglang_servers": {"hosts": {
+            "w1": {"rollout_restart_due": True}, "w2": {"rollout_restart_due": False}, "w3": {}, "w4": {}}}}}}))
+    (tmp_path / "play.yml").write_text(yaml.safe_dump([{"hosts": "sglang_servers", "gather_facts": False, "tasks": [
+        {"ansible.builtin.set_fact": {"rollout_restart_due": False}, "when": "inventory_hostname == 'w4'"},
+        tasks[0],
+        {"ansible.builtin.copy": {"content": "{{ _router_rollout.batch | to_json }}", "dest": str(tmp_path / "batch")},
+         "run_once": True}]}]))
+    env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
+    subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", str(tmp_path / "hosts.yml"),
+                    str(tmp_path / "play.yml")], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                   check=True)
+    assert json.loads((tmp_path / "batch").read_text()) == ["w1", "w3"]   # w3: asked by no one -> drained
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils._router_role import sglang_router_batch
+    hostvars = {"w1": {"rollout_restart_due": True}, "w2": {"rollout_restart_due": False}, "w3": {},
+                "w4": {"rollout_restart_due": False}}
+    assert sglang_router_batch(["w1", "w2", "w3", "w4"], hostvars) == ["w1", "w3"]
 
 
 def test_deploy_tags_server_reaches_the_rolling_play_behind_routers(tmp_path):

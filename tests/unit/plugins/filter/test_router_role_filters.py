@@ -7,7 +7,7 @@ import pytest
 
 import yaml
 
-from ansible_collections.gpuserve.sglang.plugins.filter import router_role as rr
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _router_role as rr
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ROLE = os.path.join(ROOT, "roles", "router")
