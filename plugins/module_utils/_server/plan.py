@@ -97,16 +97,19 @@ def dir_differs(spec, state):
     return (state.get("mode"), state.get("owner"), state.get("group")) != (spec.mode, spec.owner, spec.group)
 
 
-def stale_files(states, manifest, active_since, invocation_id):
+def stale_files(states, manifest, active_since, invocation_id, verified=None):
     """The files the running invocation does not have (``_last_good.read``'s rule): changed in or after the second
     after it became active (a change within that second counts as older: no spurious restart), or gone although
-    the manifest of THIS invocation had it. [] when it is not running (``active_since`` 0)."""
+    the last good set had it and the running invocation is a verified one (``verified``: the state file's answer;
+    None: the manifest names ``invocation_id``). [] when it is not running (``active_since`` 0)."""
     if active_since <= 0:
         return []
     newer = [path for path, state in states.items()
              if state.get("exists") and float(state.get("mtime") or 0) >= active_since + 1]
     removed = []
-    if invocation_id and manifest.get("invocation_id", "") == invocation_id:
+    if verified is None:
+        verified = [manifest.get("invocation_id", "")]
+    if invocation_id and invocation_id in verified:
         files = manifest.get("files") if isinstance(manifest.get("files"), dict) else {}
         removed = [path for path, entry in files.items()
                    if isinstance(entry, dict) and entry.get("exists") and path in states
@@ -185,7 +188,7 @@ def plan(desired, onhost, own_txn=False):
     # which invocation is verified: the state file's answer (_state_file.verified_ids), never the manifest's copy
     # (a manifest of the layout before it is read as it was written, and the next keep writes the new layout)
     result.verified = verified = verified_ids(getattr(onhost, "state_record", None), manifest)
-    result.stale = stale_files(onhost.files, manifest, onhost.active_since, invocation)
+    result.stale = stale_files(onhost.files, manifest, onhost.active_since, invocation, verified)
     result.unknown_invocation = bool(verified and invocation and invocation not in verified
                                      and active in UNKNOWN_STATES)
     txn = onhost.txn or {}

@@ -221,3 +221,14 @@ def test_the_plan_reads_the_state_file_never_the_manifests_copy():
     assert set_differs(host.manifest, host.files)
     result = plan(wanted, host)
     assert result.action == "verify_only" and result.unkept_set
+
+
+def test_a_file_of_the_last_good_set_gone_after_a_restart_outside_is_stale(host):
+    """The running invocation is verified (the state file) and a file of the last good set is gone: it may have read
+    it, so the unit restarts on what is there now (a removal has no time to compare with its start)."""
+    deployed(host)
+    restart_outside(host)
+    os.unlink(host.nccl)
+    result = host.machine(host.desired("1")).converge()
+    assert result["action"] == "restart" and host.nccl in result["stale"]
+    assert manifest(host)["files"][host.nccl]["exists"] is False
