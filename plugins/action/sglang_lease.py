@@ -28,7 +28,7 @@ MODULE = "gpuserve.sglang.sglang_lease"
 display = Display()
 # what a registered loop adds to an answer; a first round's answer handed back has none of it
 _LOOP_KEYS = ("item", "ansible_loop_var", "ansible_index_var", "ansible_loop", "failed_when_result", "changed_when_result",
-              "invocation", "changed", "failed")
+              "invocation", "changed", "failed", "warnings", "deprecations")
 
 
 def held(answer):

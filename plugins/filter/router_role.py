@@ -8,10 +8,10 @@ called by the action plugins of gpuserve.sglang.sglang_router_service, sglang_ro
 
 from __future__ import annotations
 
-from ansible_collections.gpuserve.sglang.plugins.plugin_utils._router_role import (  # noqa: F401 (re-exported)
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils._router_role import (
     sglang_router_batch, sglang_router_drained_words, sglang_router_envfile, sglang_router_inputs,
-    sglang_router_lease_failures, sglang_router_lease_held, sglang_router_other_gateways, sglang_router_pip_args,
-    sglang_router_readd_kinds, sglang_router_rescue, sglang_router_worker_health)
+    sglang_router_lease_failures, sglang_router_lease_held, sglang_router_other_gateways, sglang_router_readd_kinds,
+    sglang_router_rescue, sglang_router_worker_health)
 
 
 class FilterModule(object):

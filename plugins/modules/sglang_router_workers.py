@@ -257,7 +257,7 @@ seconds:
   type: float
 words:
   description:
-    - For V(drained) with O(worker_hosts), the line a rollout prints (C(DRAINED <hosts>: out of N router(s), ...)).
+    - "For V(drained) with O(worker_hosts), the line a rollout prints (C(DRAINED <hosts>: out of N router(s), ...))."
     - With O(server_result), what becomes of the worker (back in every router, or held out and why).
   returned: state=drained with worker_hosts, or with server_result
   type: str
