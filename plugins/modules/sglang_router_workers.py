@@ -202,6 +202,21 @@ EXAMPLES = r"""
     routers: [http://gw-1:30000, http://gw-2:30000]
     workers: [http://gpu-3:30000]
     state: present
+
+- name: The same drain by inventory hosts (URLs, aliases and PD kinds from their variables)
+  gpuserve.sglang.sglang_router_workers:
+    router_hosts: "{{ groups['sglang_routers'] }}"
+    worker_hosts: [gpu-3]
+    fleet_hosts: "{{ groups['sglang_servers'] }}"
+    state: drained
+  delegate_to: gw-1
+  run_once: true
+  register: drained
+
+- name: Say what was drained
+  ansible.builtin.debug:
+    msg: "{{ drained.words }}"
+  run_once: true
 """
 
 RETURN = r"""
