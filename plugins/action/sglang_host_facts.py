@@ -6,8 +6,11 @@ task) it reads the role's variables and computes the whole preflight in Python (
 the module's options for the host read, then, when SGLang is installed and sglang_check_args is on, the installed
 SGLang's own parser run over the command line (roles/server/files/sglang_check_args.py, as ansible.builtin.script
 runs it), then every refusal: the task fails with them before the host changes, else returns the host read with
-``refusals`` ([]), ``notes`` (said on the console), ``parser`` and ``account_ok``. Without it, the options go to the
-module as they are."""
+``refusals`` ([]), ``notes`` (said on the console), ``parser`` and ``account_ok``, and for a server over several hosts
+(sglang_server_nodes) ``node``: what this node must share with the others (plugin_utils/_server_nodes.py). With
+``server_nodes: true`` (the role's nodes step, after every node's preflight) it runs no module: it fails naming every
+node that differs from this one, else returns ``reach`` (node 0's dist ports this node must reach, {} on node 0).
+Without either, the options go to the module as they are."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_nodes, _server_preflight
 
 MODULE = "gpuserve.sglang.sglang_host_facts"
 _MISSING = object()
@@ -61,6 +64,12 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = dict(self._task.args)
         preflight = boolean(args.pop("server_preflight", False), strict=False)
+        if boolean(args.pop("server_nodes", False), strict=False):
+            read = self._reader(task_vars, task_vars.get("_server_host"))
+            result.update(_server_nodes.check(read("sglang_server_nodes"), task_vars.get("hostvars") or {},
+                                              read("inventory_hostname"), read("sglang_dist_init_port")),
+                          changed=False)
+            return result
         try:
             if not preflight:
                 result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
@@ -80,6 +89,9 @@ class ActionModule(ActionBase):
             if verdict["refusals"]:
                 result.update(failed=True, msg="; ".join(verdict["refusals"]))
             else:
+                if after("sglang_server_nodes", None):
+                    result["node"] = _server_nodes.fingerprint(host, after("sglang_profile", ""),
+                                                               _server_preflight.server_args(after, hostvars))
                 for note in verdict["notes"]:
                     display.display("%s: %s" % (task_vars.get("inventory_hostname", "?"), note))
         finally:

@@ -15,6 +15,8 @@
   takes the lease only while that holder's id still holds it (``replace``: compare and swap under the lease's
   lock on the host), so a third, live run that took it in between is never broken. Otherwise the module waits
   as asked (``wait``) and refuses naming the holder.
+- ``gates`` (the server role's gates after a restart) becomes ``gate_timeout`` when the task gives none
+  (plugin_utils/_server_lease.gate_seconds()).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _lease
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_lease
 
 MODULE = "gpuserve.sglang.sglang_lease"
 display = Display()
@@ -76,6 +79,9 @@ class ActionModule(ActionBase):
                 owner[key] = here[key]
         args["owner"] = owner
         args.pop("replace", None)   # the action's own step, never the task's
+        gates = args.pop("gates", None)
+        if gates is not None and args.get("gate_timeout") in (None, ""):
+            args["gate_timeout"] = _server_lease.gate_seconds(gates)
         after = args.pop("after", None)
         again = (after is None or (held(after) and (args.get("state") or "acquired") == "acquired"
                                    and not self._task.check_mode))

@@ -24,6 +24,7 @@ from ansible.plugins.filter.core import to_bool, to_nice_yaml
 from ansible_collections.gpuserve.sglang.plugins.filter.server_inputs import sglang_input_problems
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import group as _group
 from ansible_collections.gpuserve.sglang.plugins.module_utils import _weight_cache
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_lease
 from ansible_collections.gpuserve.sglang.plugins.filter.sglang_args import (
     sglang_args_merge, sglang_args_problems, sglang_argv, sglang_pd_server_args, sglang_release_args)
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_cmdline, sglang_envfile
@@ -283,17 +284,9 @@ def sglang_server_gpu_groups(groups, device_files=()):
 
 
 def sglang_server_gate_seconds(gates):
-    """The longest the gates after a restart take, for the host lease's TTL (issue 39 defect 8): the benchmark
-    gate's rounds (requests / concurrency, plus its warm-up round) times its timeout when it is on, plus one timeout
-    for the answers gate when that is on. ``gates``: bench, requests, concurrency, timeout, answers."""
-    gates = gates if isinstance(gates, dict) else {}
-    timeout = int(gates.get("timeout") or 0)
-    seconds = 0
-    if _bool(gates.get("bench")):
-        seconds += (int(gates.get("requests") or 0) // max(int(gates.get("concurrency") or 0), 1) + 1) * timeout
-    if _bool(gates.get("answers")):
-        seconds += timeout
-    return seconds
+    """The longest the gates after a restart take, for the host lease's TTL (plugin_utils/_server_lease.py: the
+    action plugin of gpuserve.sglang.sglang_lease computes it from its ``gates`` option). Deprecated."""
+    return _server_lease.gate_seconds(gates)
 
 
 ENV_HEADER = "# Managed by gpuserve.sglang.server (Ansible): local changes are overwritten.\n"

@@ -43,6 +43,14 @@ options:
       - Only in a task of the role gpuserve.sglang.server; leave it out to set the options yourself.
     type: bool
     default: false
+  server_nodes:
+    description:
+      - The server role's nodes step, for a server over several hosts (C(sglang_server_nodes)), after every node's
+        preflight - no module runs; the action plugin fails naming each other node whose RV(node) differs from this
+        one's (both values) or that has no preflight in this play, else returns RV(reach).
+      - Only in a task of the role gpuserve.sglang.server.
+    type: bool
+    default: false
   python:
     description: The interpreter given by the user (C(sglang_python)); empty to resolve it from the host.
     type: str
@@ -234,6 +242,24 @@ account_groups:
   returned: with O(server_preflight)
   type: list
   elements: str
+node:
+  description:
+    - With O(server_preflight) and C(sglang_server_nodes) - what this node must share with the other nodes of the
+      server (C(sglang_release), C(profile), C(gpus), C(compute_caps), C(tp), C(model_config_sha256),
+      C(model_index_sha256), C(model_weight_files), C(model_weight_bytes)).
+  returned: with O(server_preflight) for a server over several hosts
+  type: dict
+reach:
+  description:
+    - With O(server_nodes) - what this node must reach of node 0 before anything stops (C(node0), C(address),
+      C(ports) - the dist port and the five after it); V({}) on node 0.
+  returned: with O(server_nodes)
+  type: dict
+mismatches:
+  description: With O(server_nodes) - how each other node differs from this one (V([]) when the task succeeds).
+  returned: with O(server_nodes)
+  type: list
+  elements: str
 unit_state:
   description: O(unit_state) - C(ActiveState), C(ActiveEnterTimestamp) (seconds, C(@<n>)), C(InvocationID), C(UnitFileState).
   returned: always
@@ -262,6 +288,7 @@ def main():
             models=dict(type="dict", default={}),
             cuda_home=dict(type="str", default=""),
             server_preflight=dict(type="bool", default=False),  # the action plugin's (it sets the options above)
+            server_nodes=dict(type="bool", default=False),  # the action plugin's (no module runs)
         ),
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)

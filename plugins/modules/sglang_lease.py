@@ -84,9 +84,17 @@ options:
     type: int
     default: 0
   gate_timeout:
-    description: The longest the gates after a restart take (benchmark, answers), in seconds.
+    description: The longest the gates after a restart take (benchmark, answers), in seconds; see O(gates).
     type: int
     default: 0
+  gates:
+    description:
+      - The server role's gates after a restart, with the keys C(bench), C(requests), C(concurrency), C(timeout)
+        and C(answers) (C(sglang_bench_gate), C(sglang_bench_requests), C(sglang_bench_concurrency),
+        C(sglang_bench_timeout), C(sglang_answers_gate)). When O(gate_timeout) is not given, the action plugin
+        sets it to the longest they take - the benchmark's rounds (C(requests) // C(concurrency), plus a warm-up
+        round) times C(timeout) when C(bench) is on, plus one C(timeout) when C(answers) is on.
+    type: dict
   replace:
     description:
       - Compare and swap - the id of a holder this run judged gone on its controller; the lease is taken over
@@ -204,6 +212,7 @@ def main():
             ttl=dict(type="int", default=7200),
             restart_timeout=dict(type="int", default=0),
             gate_timeout=dict(type="int", default=0),
+            gates=dict(type="dict"),   # the action plugin's (it sets gate_timeout from it)
             wait=dict(type="int", default=900),
             force=dict(type="bool", default=False),
             replace=dict(type="str"),

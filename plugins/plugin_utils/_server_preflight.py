@@ -107,6 +107,11 @@ def parser_result(rc, stdout="", stderr=""):
     return {"rc": rc, "stderr": stderr, "stderr_lines": stderr.splitlines()}
 
 
+def server_args(read, hostvars=None):
+    """The effective flags (the role's _server_args) as ``read`` resolves the role's variables."""
+    return server_role.sglang_server_args(dict(read("_server_in") or {}), hostvars)
+
+
 def verdict(read, host, parser=None, hostvars=None):
     """{refusals, notes, account_ok, account_groups} of the preflight: ``read`` resolves the role's variables after this run's host
     read ``host`` (the module's result), ``parser`` is the parser's check (parser_result) or None when not run."""

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The server role's preflight of a server over several hosts (issue 25): every node but node 0 connects to node 0's
 dist port and the five after it before anything stops, and refuses naming the node and the ports when they are
-not reachable. The role's own three tasks (taken from roles/server/tasks/preflight.yml by name) run in one play
-over a two-node inventory on this machine."""
+not reachable. The role's own node check and probe (taken from roles/server/tasks/nodes.yml by name) run in one
+play over a two-node inventory on this machine (each node's preflight result, _server_host.node, given)."""
 from __future__ import annotations
 
 import os
@@ -14,7 +14,9 @@ import yaml
 
 from conftest import COLLECTIONS, MODULE_PYTHON, ROOT
 
-NAMES = ("Connect to node 0's dist port and the five after it",)
+NAMES = ("Refuse nodes of one server that differ", "Connect to node 0's dist port and the five after it")
+NODE = {"sglang_release": "0.5.9", "profile": "p", "gpus": 8, "compute_caps": ["9.0"] * 8, "tp": "8",
+        "model_config_sha256": "", "model_index_sha256": "", "model_weight_files": 0, "model_weight_bytes": 0}
 
 
 def _role_tasks():
@@ -27,16 +29,20 @@ def _role_tasks():
     picked = [t for t in tasks if t.get("name") in NAMES]
     assert [t["name"] for t in picked] == list(NAMES)
     # the probe's result, for the checks below (the role itself needs none: the module fails with fail_msg)
-    return [dict(picked[0], register="_server_node_reach")]
+    return [picked[0], dict(picked[1], register="_server_node_reach")]
 
 
-def _run(tmp_path, node0_address, port):
+def _run(tmp_path, node0_address, port, node2=None):
     inventory = tmp_path / "hosts.yml"
     inventory.write_text(yaml.safe_dump({"all": {
         "hosts": {"gpu-a1": {"ansible_host": node0_address}, "gpu-a2": {"ansible_host": "127.0.0.1"}},
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": MODULE_PYTHON,
                  "sglang_server_nodes": ["gpu-a1", "gpu-a2"], "sglang_dist_init_port": port,
-                 "sglang_dist_probe_timeout": 2}}}))
+                 "sglang_dist_probe_timeout": 2, "_server_host": {"node": NODE}}}}))
+    if node2 is not None:
+        text = yaml.safe_load(inventory.read_text())
+        text["all"]["hosts"]["gpu-a2"]["_server_host"] = {"node": node2}
+        inventory.write_text(yaml.safe_dump(text))
     play = tmp_path / "play.yml"
     play.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": _role_tasks() + [
         {"name": "Say what was probed", "ansible.builtin.debug": {
@@ -73,3 +79,13 @@ def test_a_node_that_cannot_reach_node0_is_refused_by_name(tmp_path):
     assert "sglang_server_nodes: gpu-a2 cannot reach node 0 (gpu-a1, gpuserve-no-such-node.invalid) on TCP " \
            "50000, 50001, 50002, 50003, 50004, 50005" in " ".join(out.split())
     assert "unresolved" in out and "nothing was changed" in " ".join(out.split())
+
+
+def test_nodes_that_differ_are_refused_before_any_probe(tmp_path):
+    """Each node refuses naming the node that differs and both values (the nodes step's action plugin, issue 47)."""
+    rc, out = _run(tmp_path, "gpuserve-no-such-node.invalid", 50000, node2=dict(NODE, tp="16"))
+    text = " ".join(out.split())
+    assert rc != 0
+    assert ("sglang_server_nodes: the nodes of this server differ (nothing was changed): gpu-a2 differs from gpu-a1 "
+            "in --tp: 16 there, 8 here") in text, text[-3000:]
+    assert "gpu-a1 differs from gpu-a2 in --tp: 8 there, 16 here" in text and "cannot reach" not in text

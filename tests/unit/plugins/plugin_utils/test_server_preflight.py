@@ -22,7 +22,10 @@ from conftest import ROOT, make_standin_model, run_play_batch
 ROLE = os.path.join(ROOT, "roles", "server")
 # The filters the roles no longer call (deprecated in meta/runtime.yml, still published until 3.0.0).
 DEPRECATED = ("sglang_server_models", "sglang_server_argv", "sglang_server_refusals", "sglang_server_notes",
-              "sglang_server_account_ok", "sglang_server_gpu_groups")
+              "sglang_server_account_ok", "sglang_server_gpu_groups",
+              # the host lease's gates and the nodes of a server over several hosts (test_server_lease.py,
+              # test_server_nodes.py)
+              "sglang_server_gate_seconds", "sglang_node_fingerprint", "sglang_node_mismatches", "sglang_node_probe")
 
 
 def _yaml(*parts):
