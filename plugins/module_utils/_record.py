@@ -19,7 +19,8 @@ process and nothing else of its environment, the versions, the NCCL environment 
 (``record_data``; its ``invocation_id`` and ``verified`` are a copy of the unit's state file, ``_state_file.reference``,
 the one record of which invocation is verified) and the Markdown (``markdown``; every secret-named value masked by the one rule of ``_secrets``,
 the keys' values never read) and writes them. The module sglang_server calls it after the keep
-(``_server/machine.py``); the module sglang_record writes a pair of any text with ``write_record``.
+(``_server/machine.py``), and on any run whose twin names another invocation than the state file
+(``recorded_invocation``: a run killed before its record); the module sglang_record writes a pair of any text with ``write_record``.
 
 Standard library only (runs on the GPU host).
 """
@@ -166,6 +167,15 @@ def read_json(path):
     except (IOError, OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def recorded_invocation(json_path):
+    """The invocation the twin at ``json_path`` names as verified (its ``verified`` copy of the state file, or its
+    ``invocation_id`` in a twin written before that copy); "" for a missing or unreadable twin. The state machine
+    compares it with the state file's verified invocation and rewrites a record that names another one."""
+    data = read_json(json_path) if json_path else {}
+    ref = data.get("verified") if isinstance(data.get("verified"), dict) else {}
+    return str(ref.get("invocation_id") or data.get("invocation_id") or "")
 
 
 def read_text(path):

@@ -165,6 +165,9 @@ class ServerLifecycle(object):
         self.host = read_host(self.desired, self.systemctl, self.directory)
         # the ONE record of which invocation is verified (_state_file); the plan reads it, never the manifest's copy
         self.host.state_record = self.desired.verified_record()
+        # the invocation the deployment record's twin names ("" when none): a record naming another invocation than
+        # the state file is rewritten (commit_set), whatever run was killed before its recorder
+        self.host.record_invocation = _record.recorded_invocation((self.desired.record or {}).get("record_json_path"))
         self.plan = make_plan(self.desired, self.host, own_txn=own_txn)
         self.result.update(action=self.plan.action, reasons=list(self.plan.reasons), due=self.plan.due,
                            diff=list(self.plan.diff), stale=list(self.plan.stale))
@@ -175,6 +178,12 @@ class ServerLifecycle(object):
         if not self.desired.state_file:
             return None
         return _state_file.reference(self.desired.state_file, invocation, verified)
+
+    def record_stale(self, invocation):
+        """The deployment record's twin (read with the host) names another invocation than ``invocation``, the
+        verified one (the state file's): a run killed between its close and its recorder left it so."""
+        return bool(self.recorder is not None and invocation and (self.desired.record or {}).get("record_json_path")
+                    and getattr(self.host, "record_invocation", "") != invocation)
 
     def txn_copies(self, record):
         entries = (record or {}).get("files", {}).values()
@@ -209,6 +218,11 @@ class ServerLifecycle(object):
             self.result["actions"] += ["would stop pid %s %s" % (proc.get("pid"), proc.get("cmdline", ""))
                                        for proc in strays]
             self.result["changed"] = self.result["changed"] or bool(strays)
+        running = self.host.invocation_id
+        if self.plan.action == "none" and self.plan.running_verified(running) and self.record_stale(running):
+            self.result["actions"].append("would write the deployment record (it names another invocation than %s)"
+                                          % running)
+            self.result["changed"] = True
         if self.plan.action in ("restart", "start"):
             # what the change will cost in downtime, from this host's recorded restarts (issue 49)
             self.result["restart"] = {"predicted_downtime": self.predicted_downtime()}
@@ -782,7 +796,8 @@ class ServerLifecycle(object):
 
     def commit_set(self, verified, bench):
         """The verdict is a pass: keep the set (only where the manifest is not already this invocation's exact
-        set), close the transaction, claim, venv link, record."""
+        set), close the transaction, claim, venv link, record (also where the record names another invocation
+        than the verified one: a later run repairs a run killed between the close and the recorder)."""
         plan = self.plan
         invocation = verified.get("invocation_id") or ""
         manifest = self.host.manifest
@@ -813,7 +828,10 @@ class ServerLifecycle(object):
             started = plan.action in ("restart", "start", "verify_only") and verified.get("changed")
             missing = bool(self.desired.record_path) and not os.path.lexists(self.desired.record_path)
             ran = bool(bench and bench.get("ran"))
-            if started or missing or ran or (plan.action in ("none", "keep_only") and verified.get("changed")):
+            # the record names another invocation than the one the runner just proved (the state file's, its one
+            # writer): a run killed after the close and before its recorder, on a single host or in a group's commit
+            stale = self.record_stale(invocation)
+            if started or missing or ran or stale or (plan.action in ("none", "keep_only") and verified.get("changed")):
                 record = self.recorder(verified, bench) or {}
                 self.result["record"] = record
                 if record.get("changed"):

@@ -6,11 +6,13 @@
         --out /var/lib/prometheus/node-exporter/sglang-kimi.prom
 
 From systemd (``systemctl show``): NRestarts, ActiveState, InvocationID. From the deployment record's JSON twin:
-whether HiCache is configured and the benchmark baseline. The running invocation counts as verified when the record
-names it (a run of the role verified it) or when gpuserve.sglang.sglang_service's state file names it (with
-``--state-dir``): after a reboot or a crash that systemd recovered, ``verify.yml`` or the role's no-change path
-proves the new invocation and writes that file, and the metric clears without a changing run. The file is replaced
-atomically (written beside, then renamed). Standard library only.
+whether HiCache is configured and the benchmark baseline, nothing else. The running invocation counts as verified
+only when the unit's state file names it (``--state-dir``; module_utils/_state_file.py, the one record of which
+invocation is verified, written by the service runner each time it proves a start) with HiCache on a rank: after a
+reboot or a crash that systemd recovered, ``verify.yml`` or the role's no-change path proves the new invocation and
+writes that file, and the metric clears without a changing run; a record naming the invocation while the state file
+names another does not make it verified. The file is replaced atomically (written beside, then renamed). Standard
+library only.
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ def read_record(path):
 
 
 def read_state(directory, unit):
-    """sglang_service's verified-start record of the unit ({} when there is none or it cannot be read)."""
+    """The unit's state file: the one record of which invocation is verified ({} when there is none or it cannot
+    be read)."""
     if not directory:
         return {}
     state = read_record(os.path.join(directory, "%s.json" % unit))
@@ -54,11 +57,12 @@ def _verified_with_hicache(invocation, source):
 
 
 def render(unit, props, record, state=None):
-    """The metrics in Prometheus' text format."""
+    """The metrics in Prometheus' text format. ``record``: the deployment record's twin (HiCache expected, the
+    baseline); ``state``: the state file (``read_state``), the only source of "verified"."""
     label = 'unit="%s"' % escape(unit)
     invocation = props.get("InvocationID", "")
     baseline = record.get("baseline") or {}
-    verified = _verified_with_hicache(invocation, record) or _verified_with_hicache(invocation, state or {})
+    verified = _verified_with_hicache(invocation, state or {})
     metrics = [
         ("sglang_unit_restarts_total", "counter", "Automatic restarts of the unit by systemd (NRestarts).",
          [(label, int(props.get("NRestarts") or 0))]),

@@ -3,6 +3,7 @@
 deployment record's JSON twin; the file is replaced atomically."""
 from __future__ import annotations
 
+import json
 import os
 
 from conftest import load_file
@@ -13,6 +14,7 @@ tf = load_file("sglang_textfile", os.path.join(ROOT, "roles", "server", "files",
 UNIT = "sglang-kimi.service"
 RECORD = {"invocation_id": "abc123", "hicache_expected": True, "hicache": {"ranks_seen": [0, 1]},
           "baseline": {"output_throughput": 759.3, "concurrency": 30}}
+STATE = {"version": 1, "unit": UNIT, "invocation_id": "abc123", "hicache": {"ranks_seen": [0, 1]}}
 
 
 def _samples(text):
@@ -21,7 +23,7 @@ def _samples(text):
 
 def test_verified_invocation_and_baseline():
     props = {"NRestarts": "2", "ActiveState": "active", "InvocationID": "abc123"}
-    samples = _samples(tf.render(UNIT, props, RECORD))
+    samples = _samples(tf.render(UNIT, props, RECORD, STATE))
     assert samples['sglang_unit_restarts_total{unit="sglang-kimi.service"}'] == "2"
     assert samples['sglang_unit_active{unit="sglang-kimi.service"}'] == "1"
     assert samples['sglang_unit_invocation_info{unit="sglang-kimi.service",invocation_id="abc123"}'] == "1"
@@ -33,9 +35,27 @@ def test_verified_invocation_and_baseline():
 
 def test_another_invocation_is_not_verified():
     props = {"NRestarts": "3", "ActiveState": "active", "InvocationID": "def456"}  # systemd restarted it
-    samples = _samples(tf.render(UNIT, props, RECORD))
+    samples = _samples(tf.render(UNIT, props, RECORD, STATE))
     assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "0"
     assert samples['sglang_hicache_expected{unit="sglang-kimi.service"}'] == "1"
+
+
+def test_verified_is_the_state_files_answer_never_the_records(tmp_path):
+    """Issue 47: the state file is the one record of which invocation is verified. A deployment record naming the
+    running invocation (a record left by a run killed after it, or a twin written by hand) while the state file names
+    another, or there is no state file, is not verified; the record still gives HiCache expected and the baseline."""
+    props = {"NRestarts": "0", "ActiveState": "active", "InvocationID": "abc123"}
+    other = dict(STATE, invocation_id="old999")
+    (tmp_path / "sglang-kimi.service.json").write_text(json.dumps(other))
+    for state in (tf.read_state(str(tmp_path), UNIT), tf.read_state("", UNIT), None):
+        samples = _samples(tf.render(UNIT, props, RECORD, state))
+        assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "0", state
+        assert samples['sglang_hicache_expected{unit="sglang-kimi.service"}'] == "1"
+        assert samples['sglang_bench_baseline_output_tok_s{unit="sglang-kimi.service"}'] == "759.3"
+    # the record names another invocation (a run killed before its recorder), the state file the running one
+    stale = dict(RECORD, invocation_id="old999", hicache={})
+    samples = _samples(tf.render(UNIT, props, stale, STATE))
+    assert samples['sglang_hicache_verified{unit="sglang-kimi.service"}'] == "1"
 
 
 def test_after_a_reboot_the_state_file_verified_the_running_invocation(tmp_path):

@@ -487,3 +487,16 @@ def test_the_record_shows_the_environment_file_as_it_is_no_key_added():
     shows the environment file's own variables (old code: a SGLANG_API_KEY line it does not hold)."""
     params = record_params(secret_keys=["api-key"], env={"SGL_X": "1", "HF_TOKEN": "hf-x"})
     assert _record.env_file_values(params) == {"SGL_X": "1", "HF_TOKEN": "********"}
+
+
+def test_the_recorded_invocation_is_the_twins_copy_of_the_state_file(tmp_path):
+    """What the state machine compares with the state file's verified invocation: the twin's ``verified`` copy, a
+    twin of before that copy by its ``invocation_id``, "" for none (a record then rewritten by the next run)."""
+    twin = tmp_path / "s.json"
+    twin.write_text(json.dumps({"invocation_id": "a", "verified": {"state_file": "/x", "invocation_id": "b"}}))
+    assert _record.recorded_invocation(str(twin)) == "b"
+    twin.write_text(json.dumps({"invocation_id": "a"}))
+    assert _record.recorded_invocation(str(twin)) == "a"
+    twin.write_text("not json")
+    assert _record.recorded_invocation(str(twin)) == ""
+    assert _record.recorded_invocation(str(tmp_path / "none.json")) == "" == _record.recorded_invocation("")

@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _state_file
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _last_good, _record, _state_file
+from ansible_collections.gpuserve.sglang.plugins.module_utils._server import txn as txn_mod
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server.machine import Killed, LifecycleFailure
 from ansible_collections.gpuserve.sglang.plugins.module_utils._state_file import StateFile
 
@@ -232,3 +233,91 @@ def test_a_file_of_the_last_good_set_gone_after_a_restart_outside_is_stale(host)
     result = host.machine(host.desired("1")).converge()
     assert result["action"] == "restart" and host.nccl in result["stale"]
     assert manifest(host)["files"][host.nccl]["exists"] is False
+
+
+class Recorder(object):
+    """The deployment record as _record.deploy_record writes it: the Markdown and its twin, whose ``verified`` is the
+    state file's copy (_state_file.reference), rewritten only when either differs."""
+
+    def __init__(self, host):
+        self.host = host
+        self.md, self.json = host.p("etc/sglang/%s.md" % host.service), host.p("etc/sglang/%s.json" % host.service)
+        self.calls = []
+
+    def desired(self, version):
+        desired = self.host.desired(version, record_path=self.md)
+        desired.record = {"record_md_path": self.md, "record_json_path": self.json}
+        return desired
+
+    def __call__(self, verified, bench):
+        inv = verified.get("invocation_id", "")
+        self.calls.append(inv)
+        data = {"invocation_id": inv, "verified": _state_file.reference(
+            (verified.get("state_file") or {}).get("path", ""), inv, verified)}
+        return _record.write_record(self.md, self.json, "# %s\n" % inv, data, self.host.p("etc/sglang/history"),
+                                    self.host.service, 2)
+
+    def names(self):
+        return json.loads(self.host.read(self.json))["verified"]["invocation_id"]
+
+
+def close_then_killed(monkeypatch):
+    original = txn_mod.close
+
+    def killed(directory):
+        original(directory)
+        raise Killed()
+    monkeypatch.setattr(txn_mod, "close", killed)
+    return original
+
+
+def test_a_run_killed_between_the_close_and_its_record_has_its_record_written_by_the_next(host, monkeypatch):
+    """The transaction closed (the set kept), the run killed before its recorder: the record named the previous
+    invocation and no later run rewrote it (the recorder fired only on a start, a missing record, a benchmark)."""
+    recorder = Recorder(host)
+    host.machine(recorder.desired("1"), recorder=recorder).converge()
+    host.age_everything()
+    old = host.systemctl.props["InvocationID"]
+    assert recorder.names() == old
+    original = close_then_killed(monkeypatch)
+    with pytest.raises(Killed):
+        host.machine(recorder.desired("2"), recorder=recorder).converge()
+    monkeypatch.setattr(txn_mod, "close", original)
+    inv = host.systemctl.props["InvocationID"]
+    assert inv != old and state(host)["invocation_id"] == inv == manifest(host)["invocation_id"]
+    assert recorder.names() == old and not os.path.exists(host.last_good + "/txn.json")
+    host.age_everything()
+    commands = list(host.systemctl.commands)
+    check = host.machine(recorder.desired("2"), recorder=recorder, check_mode=True).converge()
+    assert check["changed"] and any("would write the deployment record" in act for act in check["actions"])
+    result = host.machine(recorder.desired("2"), recorder=recorder).converge()
+    assert result["action"] == "none" and "wrote the deployment record" in result["actions"], result["actions"]
+    assert recorder.names() == inv == state(host)["invocation_id"] and host.systemctl.commands == commands
+    host.age_everything()
+    calls = len(recorder.calls)
+    assert host.machine(recorder.desired("2"), recorder=recorder, check_mode=True).converge()["changed"] is False
+    result = host.machine(recorder.desired("2"), recorder=recorder).converge()
+    assert result["changed"] is False and len(recorder.calls) == calls and recorder.names() == inv
+
+
+def test_a_group_commit_killed_between_the_close_and_its_record_has_its_record_written_by_the_next(host, monkeypatch):
+    """A group's ``finish`` (commit) goes through the same keep, close and record."""
+    recorder = Recorder(host)
+    host.machine(recorder.desired("1"), recorder=recorder).converge()
+    host.age_everything()
+    old = host.systemctl.props["InvocationID"]
+    host.machine(recorder.desired("2"), recorder=recorder).prepare()
+    host.machine(recorder.desired("2"), recorder=recorder).restart()
+    original = close_then_killed(monkeypatch)
+    with pytest.raises(Killed):
+        host.machine(recorder.desired("2"), recorder=recorder).commit()
+    monkeypatch.setattr(txn_mod, "close", original)
+    inv = host.systemctl.props["InvocationID"]
+    assert inv != old and recorder.names() == old and manifest(host)["invocation_id"] == inv
+    host.age_everything()
+    host.machine(recorder.desired("2"), recorder=recorder).commit()
+    assert recorder.names() == inv == state(host)["invocation_id"]
+    host.age_everything()
+    calls = len(recorder.calls)
+    assert host.machine(recorder.desired("2"), recorder=recorder).converge()["changed"] is False
+    assert len(recorder.calls) == calls
