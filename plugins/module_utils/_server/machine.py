@@ -180,9 +180,12 @@ class ServerLifecycle(object):
         return _state_file.reference(self.desired.state_file, invocation, verified)
 
     def record_stale(self, invocation):
-        """The deployment record's twin (read with the host) names another invocation than ``invocation``, the
-        verified one (the state file's): a run killed between its close and its recorder left it so."""
-        return bool(self.recorder is not None and invocation and (self.desired.record or {}).get("record_json_path")
+        """This run finishes a change an earlier run left open (its transaction, read with the host) and the
+        deployment record's twin names another invocation than ``invocation``, the verified one (the state file's):
+        that run was killed before its recorder (which runs before the close). A record left naming another
+        invocation by a rollback or a restart outside the machine is no change to finish."""
+        return bool(self.recorder is not None and invocation and self.host.txn
+                    and (self.desired.record or {}).get("record_json_path")
                     and getattr(self.host, "record_invocation", "") != invocation)
 
     def txn_copies(self, record):
@@ -219,7 +222,7 @@ class ServerLifecycle(object):
                                        for proc in strays]
             self.result["changed"] = self.result["changed"] or bool(strays)
         running = self.host.invocation_id
-        if self.plan.action == "none" and self.plan.running_verified(running) and self.record_stale(running):
+        if self.plan.running_verified(running) and self.record_stale(running):
             self.result["actions"].append("would write the deployment record (it names another invocation than %s)"
                                           % running)
             self.result["changed"] = True
@@ -796,8 +799,8 @@ class ServerLifecycle(object):
 
     def commit_set(self, verified, bench):
         """The verdict is a pass: keep the set (only where the manifest is not already this invocation's exact
-        set), close the transaction, claim, venv link, record (also where the record names another invocation
-        than the verified one: a later run repairs a run killed between the close and the recorder)."""
+        set), claim, venv link, record, then close the transaction: a run killed before its record leaves the change
+        open, and the run that finishes it writes the record where it names another invocation (``record_stale``)."""
         plan = self.plan
         invocation = verified.get("invocation_id") or ""
         manifest = self.host.manifest
@@ -811,12 +814,11 @@ class ServerLifecycle(object):
             manifest = kept["manifest"]
             if kept["changed"]:
                 self.did("kept the last good set of invocation %s" % invocation)
-        if txn_mod.load(self.directory):
-            txn_mod.close(self.directory)
         claim = inputs_claim(manifest, self.desired.rendered(), self.desired.withheld())
         claim["invocation_id"] = invocation or claim["invocation_id"]
         self.result["inputs"] = claim
         if claim["mismatches"]:
+            self.close_txn()
             raise self.failure(
                 "NOT DEPLOYED on %s: the verified invocation %s of %s read %s with other content than this run "
                 "rendered (or did not read it): another run or a hand edit replaced it before the start. This "
@@ -828,14 +830,19 @@ class ServerLifecycle(object):
             started = plan.action in ("restart", "start", "verify_only") and verified.get("changed")
             missing = bool(self.desired.record_path) and not os.path.lexists(self.desired.record_path)
             ran = bool(bench and bench.get("ran"))
-            # the record names another invocation than the one the runner just proved (the state file's, its one
-            # writer): a run killed after the close and before its recorder, on a single host or in a group's commit
+            # a run killed before its record, finished now (record_stale): on a single host or in a group's commit
             stale = self.record_stale(invocation)
             if started or missing or ran or stale or (plan.action in ("none", "keep_only") and verified.get("changed")):
                 record = self.recorder(verified, bench) or {}
                 self.result["record"] = record
                 if record.get("changed"):
                     self.did("wrote the deployment record")
+        # closed last: a run killed before it leaves the change open, and the next run finishes it, record included
+        self.close_txn()
+
+    def close_txn(self):
+        if txn_mod.load(self.directory):
+            txn_mod.close(self.directory)
 
     def venv_link(self):
         """Versioned venvs: the link follows the verified invocation's venv (a directory in its place is left and

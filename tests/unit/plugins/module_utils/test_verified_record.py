@@ -271,28 +271,28 @@ def close_then_killed(monkeypatch):
     return original
 
 
-def test_a_run_killed_between_the_close_and_its_record_has_its_record_written_by_the_next(host, monkeypatch):
-    """The transaction closed (the set kept), the run killed before its recorder: the record named the previous
-    invocation and no later run rewrote it (the recorder fired only on a start, a missing record, a benchmark)."""
-    recorder = Recorder(host)
+class KilledOnce(Recorder):
+    """The run killed as its recorder starts (before it wrote anything)."""
+
+    def __init__(self, host):
+        Recorder.__init__(self, host)
+        self.kill = True
+
+    def __call__(self, verified, bench):
+        if self.kill:
+            self.kill = False
+            raise Killed()
+        return Recorder.__call__(self, verified, bench)
+
+
+def first_deployed(host, recorder):
     host.machine(recorder.desired("1"), recorder=recorder).converge()
     host.age_everything()
-    old = host.systemctl.props["InvocationID"]
-    assert recorder.names() == old
-    original = close_then_killed(monkeypatch)
-    with pytest.raises(Killed):
-        host.machine(recorder.desired("2"), recorder=recorder).converge()
-    monkeypatch.setattr(txn_mod, "close", original)
-    inv = host.systemctl.props["InvocationID"]
-    assert inv != old and state(host)["invocation_id"] == inv == manifest(host)["invocation_id"]
-    assert recorder.names() == old and not os.path.exists(host.last_good + "/txn.json")
-    host.age_everything()
-    commands = list(host.systemctl.commands)
-    check = host.machine(recorder.desired("2"), recorder=recorder, check_mode=True).converge()
-    assert check["changed"] and any("would write the deployment record" in act for act in check["actions"])
-    result = host.machine(recorder.desired("2"), recorder=recorder).converge()
-    assert result["action"] == "none" and "wrote the deployment record" in result["actions"], result["actions"]
-    assert recorder.names() == inv == state(host)["invocation_id"] and host.systemctl.commands == commands
+    assert recorder.names() == host.systemctl.props["InvocationID"]
+    return host.systemctl.props["InvocationID"]
+
+
+def then_a_no_op(host, recorder, inv):
     host.age_everything()
     calls = len(recorder.calls)
     assert host.machine(recorder.desired("2"), recorder=recorder, check_mode=True).converge()["changed"] is False
@@ -300,24 +300,80 @@ def test_a_run_killed_between_the_close_and_its_record_has_its_record_written_by
     assert result["changed"] is False and len(recorder.calls) == calls and recorder.names() == inv
 
 
-def test_a_group_commit_killed_between_the_close_and_its_record_has_its_record_written_by_the_next(host, monkeypatch):
-    """A group's ``finish`` (commit) goes through the same keep, close and record."""
+def test_a_run_killed_after_its_close_leaves_the_record_naming_the_running_invocation(host, monkeypatch):
+    """The transaction closed, the run killed: the record named the previous invocation and no later run rewrote
+    it (the recorder ran after the close, and fired only on a start, a missing record, a benchmark)."""
     recorder = Recorder(host)
-    host.machine(recorder.desired("1"), recorder=recorder).converge()
+    old = first_deployed(host, recorder)
+    original = close_then_killed(monkeypatch)
+    with pytest.raises(Killed):
+        host.machine(recorder.desired("2"), recorder=recorder).converge()
+    monkeypatch.setattr(txn_mod, "close", original)
+    inv = host.systemctl.props["InvocationID"]
+    assert inv != old and state(host)["invocation_id"] == inv == manifest(host)["invocation_id"]
     host.age_everything()
-    old = host.systemctl.props["InvocationID"]
+    result = host.machine(recorder.desired("2"), recorder=recorder).converge()
+    assert recorder.names() == inv == state(host)["invocation_id"], result["actions"]
+    then_a_no_op(host, recorder, inv)
+
+
+def test_a_run_killed_before_its_record_has_it_written_by_the_run_that_finishes_its_change(host):
+    recorder = KilledOnce(host)
+    recorder.kill = False
+    old = first_deployed(host, recorder)
+    recorder.kill = True
+    with pytest.raises(Killed):
+        host.machine(recorder.desired("2"), recorder=recorder).converge()
+    inv = host.systemctl.props["InvocationID"]
+    assert inv != old and recorder.names() == old and os.path.exists(host.last_good + "/txn.json")
+    host.age_everything()
+    commands = list(host.systemctl.commands)
+    check = host.machine(recorder.desired("2"), recorder=recorder, check_mode=True).converge()
+    assert check["changed"] and any("would write the deployment record" in act for act in check["actions"])
+    result = host.machine(recorder.desired("2"), recorder=recorder).converge()
+    assert "wrote the deployment record" in result["actions"] and not result["rolled_back"], result["actions"]
+    assert recorder.names() == inv == state(host)["invocation_id"] and host.systemctl.commands == commands
+    assert not os.path.exists(host.last_good + "/txn.json")
+    then_a_no_op(host, recorder, inv)
+
+
+@pytest.mark.parametrize("kill", ["after the close", "before the record"])
+def test_a_group_commit_killed_leaves_or_gets_the_record_naming_the_running_invocation(host, monkeypatch, kill):
+    """A group's ``finish`` (commit) goes through the same keep, record and close."""
+    recorder = KilledOnce(host) if kill == "before the record" else Recorder(host)
+    if kill == "before the record":
+        recorder.kill = False
+    old = first_deployed(host, recorder)
     host.machine(recorder.desired("2"), recorder=recorder).prepare()
     host.machine(recorder.desired("2"), recorder=recorder).restart()
-    original = close_then_killed(monkeypatch)
+    original = txn_mod.close
+    if kill == "after the close":
+        close_then_killed(monkeypatch)
+    else:
+        recorder.kill = True
     with pytest.raises(Killed):
         host.machine(recorder.desired("2"), recorder=recorder).commit()
     monkeypatch.setattr(txn_mod, "close", original)
     inv = host.systemctl.props["InvocationID"]
-    assert inv != old and recorder.names() == old and manifest(host)["invocation_id"] == inv
+    assert inv != old and manifest(host)["invocation_id"] == inv
     host.age_everything()
     host.machine(recorder.desired("2"), recorder=recorder).commit()
     assert recorder.names() == inv == state(host)["invocation_id"]
+    then_a_no_op(host, recorder, inv)
+
+
+def test_a_rollback_leaves_the_next_run_of_the_last_good_set_a_no_op(host):
+    """The record still names the invocation before the failed change (a rollback writes none): the next run of
+    the restored configuration finishes no change and rewrites nothing."""
+    from server_fakes import fail_start
+
+    recorder = Recorder(host)
+    old = first_deployed(host, recorder)
+    host.runners.hooks.append(fail_start(host.systemctl))
+    with pytest.raises(LifecycleFailure) as failure:
+        host.machine(recorder.desired("2"), recorder=recorder).converge()
+    assert failure.value.result["rolled_back"] and recorder.names() == old
     host.age_everything()
     calls = len(recorder.calls)
-    assert host.machine(recorder.desired("2"), recorder=recorder).converge()["changed"] is False
-    assert len(recorder.calls) == calls
+    result = host.machine(recorder.desired("1"), recorder=recorder).converge()
+    assert result["changed"] is False and result["action"] == "none" and len(recorder.calls) == calls
