@@ -17,6 +17,10 @@ HOST = {"sglang_release": "0.5.9", "models": {"compute_caps": ["9.0", "9.0"], "m
     {"role": "model", "config_sha256": "c" * 64, "weights": {"index_sha256": "i" * 64, "files": 3, "bytes": 30}}]}}
 
 
+def _no_module(**kwargs):
+    raise AssertionError("a module ran: %s" % kwargs.get("module_name"))
+
+
 def _hostvars(**other):
     mine = n.fingerprint(HOST, "p", {"tp": 2})
     return {"gpu-a1": {"ansible_host": "10.0.0.11", "_server_host": {"node": mine}},
@@ -62,7 +66,7 @@ def test_the_nodes_step_runs_no_module(monkeypatch):
     action._task = type("T", (), {"args": {"server_nodes": True}, "check_mode": False})()
     action._connection = _Conn()
     action._templar = Templar(loader=DataLoader(), variables={})
-    action._execute_module = lambda **kwargs: (_ for _ in ()).throw(AssertionError("a module ran"))
+    action._execute_module = _no_module
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     task_vars = {"sglang_server_nodes": NODES, "inventory_hostname": "gpu-a2", "sglang_dist_init_port": 50000,
                  "hostvars": _hostvars(tp="8")}
