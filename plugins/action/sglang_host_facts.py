@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import json
 
-from ansible.errors import AnsibleUndefinedVariable
 from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_nodes, _server_preflight
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _role_vars, _server_nodes, _server_preflight
 
 MODULE = "gpuserve.sglang.sglang_host_facts"
-_MISSING = object()
 display = Display()
 
 
@@ -32,16 +30,7 @@ class ActionModule(ActionBase):
 
     def _reader(self, task_vars, server_host):
         """A reader of the role's variables as the task's templar sees them, with _server_host set to ``host``."""
-        templar = self._templar.copy_with_new_env(available_variables=dict(task_vars, _server_host=server_host))
-
-        def read(name, default=_MISSING):
-            try:
-                return templar.resolve_variable_expression(name)
-            except AnsibleUndefinedVariable:
-                if default is _MISSING:
-                    raise
-                return default
-        return read
+        return _role_vars.reader(self._templar, task_vars, _server_host=server_host)
 
     def _parser_check(self, python, argv):
         """Run the role's parser check with the host's interpreter; its result as the refusals read it."""

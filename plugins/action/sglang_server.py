@@ -9,13 +9,11 @@ yours that sets every option), the options go to the module as they are."""
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleUndefinedVariable
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_payload
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _role_vars, _server_payload
 
 MODULE = "gpuserve.sglang.sglang_server"
-_MISSING = object()
 
 
 class ActionModule(ActionBase):
@@ -31,15 +29,7 @@ class ActionModule(ActionBase):
                 return result
             # each role variable resolved once; hostvars stays Ansible's lazy view (a node's facts are templated
             # only when read, as the role's filters read them)
-            templar = self._templar.copy_with_new_env(available_variables=task_vars or {})
-
-            def read(name, default=_MISSING):
-                try:
-                    return templar.resolve_variable_expression(name)
-                except AnsibleUndefinedVariable:
-                    if default is _MISSING:
-                        raise
-                    return default
+            read = _role_vars.reader(self._templar, task_vars)
             args.update(_server_payload.payload(
                 read, str(args.get("name") or ""), role.get("host"), str(role.get("unit") or ""),
                 str(role.get("launcher") or ""), hostvars=(task_vars or {}).get("hostvars") or {}))
