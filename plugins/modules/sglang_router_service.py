@@ -41,8 +41,22 @@ attributes:
   platform:
     details: Linux hosts with systemd.
   action:
-    details: The action plugin writes the environment file's text from O(api_key) when O(env.content) is left out.
+    details: The action plugin writes the environment file's text from O(api_key) when O(env.content) is left out;
+      with O(router_inputs=true) it runs the router role's preflight instead (no module runs).
 options:
+  router_inputs:
+    description:
+      - The router role's preflight (C(plugins/plugin_utils/_router_role.py)) - no unit is touched; the action plugin
+        reads the role's variables (C(sglang_router_*)), looks at the host (the base interpreter, the wheel
+        directory), and fails with every refusal, joined by C(; ), before anything changes. Otherwise it returns
+        everything the role's tasks and templates read, computed once - C(release), C(version), C(gateway) (the
+        release's C(package), C(version), C(module), C(wheel_sha256)), C(gateways), C(known), C(data_file),
+        C(lock_file), C(host_lock), C(venv), C(python), C(pip_args), C(unit), C(env), C(backup), C(url),
+        C(workers), C(kinds), C(pd), C(loopback), C(flags) (those of C(ExecStart)) and C(problems) (V([])).
+      - Only in a task of the role gpuserve.sglang.router (it registers the result as C(_router_in)); the other
+        options are not given then.
+    type: bool
+    default: false
   name:
     description: The unit's name without C(.service).
     type: str
@@ -127,33 +141,43 @@ EXAMPLES = r"""
     env: {path: /etc/sglang-router/sglang-router.env}   # its text from api_key (the action plugin)
     backup_dir: /etc/sglang-router/backup
     router: {url: "http://127.0.0.1:30000", workers: [http://gpu-1:30000]}
+
+- name: The router role's preflight (its tasks read the result, _router_in)
+  gpuserve.sglang.sglang_router_service:
+    router_inputs: true
+  register: _router_in
 """
 
 RETURN = r"""
 action:
   description: What the call did - V(none), V(restart), V(start), V(verify_only), V(keep_only), V(finish_restore).
-  returned: always
+  returned: without O(router_inputs)
   type: str
 reasons:
   description: Why a restart was due (a file that would change, not running...).
-  returned: always
+  returned: without O(router_inputs)
   type: list
 actions:
   description: What was done, in order.
-  returned: always
+  returned: without O(router_inputs)
   type: list
 restart:
   description: The runner's result - C(changed), C(action), C(invocation_id), C(routers), C(put_back), C(held_out).
-  returned: always
+  returned: without O(router_inputs)
   type: dict
 rolled_back:
   description: Whether a rollback put the previous set back and it verified.
-  returned: always
+  returned: without O(router_inputs)
   type: bool
 record:
   description: The record written (C(changed), C(path)), or {}.
-  returned: always
+  returned: without O(router_inputs)
   type: dict
+problems:
+  description: With O(router_inputs) - the preflight's refusals (V([]) when the task succeeds).
+  returned: with O(router_inputs)
+  type: list
+  elements: str
 """
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._module import QuietModule
@@ -175,6 +199,7 @@ def run(argv, timeout=_proc.DEFAULT_TIMEOUT, max_lines=None):
 def main():
     module = QuietModule(
         argument_spec=dict(
+            router_inputs=dict(type="bool", default=False),  # the action plugin's (no module runs)
             name=dict(type="str", required=True),
             unit=dict(type="dict", required=True, options=dict(FILE)),
             env=dict(type="dict", required=True, options=dict(path=dict(type="path", required=True),

@@ -7,14 +7,16 @@ private helpers of the role's modules' action plugins, no longer collection API)
 
 - sglang_router_inputs: from the role's variables, everything its tasks and templates read (the release and its
   data, the paths, the workers, the flags of the unit's ExecStart) and every refusal of the preflight, one message
-  each, in one list (one assert);
+  each, in one list; ``role_settings``, ``host_paths`` and ``role_inputs`` are the role's preflight over it, computed
+  once per run by the action plugin of gpuserve.sglang.sglang_router_service (option ``router_inputs``), which
+  registers the result as ``_router_in`` (the rest of the role reads it);
 - sglang_router_envfile: the environment file (the workers' key);
 - sglang_router_other_gateways: the other gateways a venv holds (two never share one);
 - the router-aware rollout's entry points: sglang_router_batch (the hosts to drain), sglang_router_drained_words and
   sglang_router_rescue_words (the lines the rollout prints), sglang_router_lease_held / sglang_router_lease_failures
   (the routers' leases), sglang_router_readd_kinds (the kind a worker is put back as), sglang_router_worker_health.
 
-Pure functions of their arguments, except that sglang_router_inputs reads the role's own data files
+Pure functions of their arguments, except that sglang_router_inputs (and role_inputs) reads the role's own data files
 (files/gateways) on the controller (tests/unit/plugins/filter/test_router_role_filters.py). The filters of
 plugins/filter/router_role.py are these functions, deprecated (meta/runtime.yml) where the role no longer calls them.
 """
@@ -219,6 +221,38 @@ def sglang_router_inputs(settings, hostvars, groups, role_path, managed=None, pi
         "problems": _problems(s, pins, known, version, release, urls, loopback, extra, role_path)
         + _host_problems(s, host, name),
     }
+
+
+# The role's variables the inputs are computed from: sglang_router_<key> for each key.
+SETTINGS = ("gateway", "version", "venv", "venv_base_python", "wheel_dir", "pip_index_url", "pip_extra_args",
+            "service_name", "user", "config_dir", "launch_script", "host", "port", "policy", "worker_group",
+            "worker_port", "pd", "worker_urls", "health_check_interval_secs", "health_check_timeout_secs",
+            "health_failure_threshold", "health_success_threshold", "health_check_endpoint", "retry_max_retries",
+            "request_timeout_secs", "shutdown_grace_period_secs", "prometheus_host", "prometheus_port", "api_key",
+            "log_level", "extra_args")
+
+
+def role_settings(read):
+    """The router role's variables (``read(name)``: as the task's templar resolves them) under their keys."""
+    return dict((key, read("sglang_router_" + key)) for key in SETTINGS)
+
+
+def host_paths(settings):
+    """What the preflight looks at on the host: the base interpreter, and the wheel directory when one is set."""
+    wheel_dir = settings.get("wheel_dir") or ""
+    return [str(settings.get("venv_base_python") or "")] + ([str(wheel_dir)] if wheel_dir else [])
+
+
+def role_inputs(read, hostvars, groups, host):
+    """The router role's inputs, computed once (the preflight): sglang_router_inputs over the role's variables, its
+    data (``_router_managed_flags``, ``_router_gateway_pins``, its ``role_path``) and the look at the host
+    (``host``: {"results": [{"item": path, "stat": stat}]} for each of host_paths). The release's data without its
+    parser's flags (read here for the refusals only, never by a task)."""
+    out = sglang_router_inputs(role_settings(read), hostvars, groups, read("role_path"),
+                               read("_router_managed_flags"), read("_router_gateway_pins"), host,
+                               read("inventory_hostname"))
+    out["gateway"] = dict((key, value) for key, value in out["gateway"].items() if key != "flags")
+    return out
 
 
 def sglang_router_envfile(api_key):

@@ -4,9 +4,12 @@
 ansible-playbook (conftest.run_preflight_batch); nothing is installed."""
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
-from conftest import batch_key, run_preflight_batch
+from conftest import batch_key, run_play_batch, run_preflight_batch
 
 PLAY = """
 - hosts: all
@@ -51,3 +54,37 @@ def test_refused_with_a_trailing_newline_or_a_bad_path(preflight, name, value, m
 def test_good_inputs_pass(preflight, variables):
     rc, out = preflight[batch_key(variables)]
     assert rc == 0 and "PASSED" in out, out[-3000:]
+
+
+# Issue 47: the preflight's one task registers what every later task and template reads (_router_in), computed once
+# by the action plugin of sglang_router_service (router_inputs), no longer by a lazy variable's filter.
+PLAY_INPUTS = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.router
+        tasks_from: preflight.yml
+    - ansible.builtin.debug:
+        msg: "INPUTS {{ {'release': _router_in.release, 'url': _router_in.url, 'workers': _router_in.workers,
+          'flags': _router_in.flags, 'unit': _router_in.unit, 'env': _router_in.env, 'package': _router_in.gateway.package,
+          'venv': _router_in.venv} | to_json }}"
+"""
+
+
+def test_the_preflight_registers_the_inputs_the_role_reads(tmp_path):
+    cases = {"router": dict(WORKERS), "smg": dict(WORKERS, sglang_router_gateway="smg", sglang_router_port=8000,
+                                                  sglang_router_service_name="gw", sglang_router_config_dir="/etc/gw")}
+    results = run_play_batch(tmp_path, PLAY_INPUTS, cases)
+    got = {}
+    for case, (rc, out) in results.items():
+        assert rc == 0, out[-3000:]
+        # the role's preflight is one task result
+        assert len([line for line in out.splitlines() if line.startswith("TASK [gpuserve.sglang.router : ")]) == 1
+        got[case] = json.loads(re.search(r"^INPUTS (\{.*\})$", out, re.M).group(1))
+    assert got["router"]["release"] == "sglang-router-0.3.2" and got["router"]["package"] == "sglang-router"
+    assert got["router"]["url"] == "http://127.0.0.1:30000" and got["router"]["workers"] == ["http://10.0.0.1:30000"]
+    assert got["router"]["flags"]["worker-urls"] == ["http://10.0.0.1:30000"] and got["router"]["flags"]["port"] == 30000
+    assert got["smg"]["release"] == "smg-1.13.0" and got["smg"]["venv"] == "/opt/smg/venv"
+    assert got["smg"]["unit"] == "/etc/systemd/system/gw.service" and got["smg"]["env"] == "/etc/gw/gw.env"
+    assert got["smg"]["url"] == "http://127.0.0.1:8000" and got["smg"]["flags"]["port"] == 8000

@@ -179,10 +179,10 @@ def _inputs(**settings):
 def test_preflight_refuses_managed_flags_in_extra_args():
     managed = _yaml("vars", "main.yml")["_router_managed_flags"]
     assert {"worker-urls", "api-key", "port", "policy"} <= set(managed)
-    text = open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8").read()
-    # the extra flags' refusals are one Python function (managed, unknown, secrets: test_sglang_router_extra_args)
-    assert "gpuserve.sglang.sglang_router_inputs(hostvars, groups, role_path)" in text
-    assert '_managed: "{{ _router_managed_flags }}"' in text
+    # the extra flags' refusals are one Python function (managed, unknown, secrets: test_sglang_router_extra_args),
+    # run by the preflight's one task over the role's managed flags (plugin_utils/_router_role.role_inputs)
+    preflight = _yaml("tasks", "preflight.yml")
+    assert [t["gpuserve.sglang.sglang_router_service"] for t in preflight] == [{"router_inputs": True}]
     assert _inputs()["problems"] == []
     assert any("may not set flags the role manages: port" in p for p in _inputs(extra_args={"port": 1})["problems"])
 

@@ -3,7 +3,9 @@
 deprecated filters; the action plugins of sglang_router_service, sglang_router_workers and sglang_lease (and the
 install step's own Python) compute the same values through plugin_utils/_router_role.py (the expected values are
 the filter tests', tests/unit/plugins/filter/test_router_role_filters.py, test_sglang_worker_aliases.py,
-test_sglang_pd.py)."""
+test_sglang_pd.py). The role's inputs (_router_in) are computed once, by the preflight's one task (the action
+plugin of sglang_router_service with router_inputs), no longer by the filter sglang_router_inputs on every read
+of a lazy role variable (the role's real play: tests/unit/roles/test_router_inputs.py)."""
 
 import json
 import os
@@ -26,7 +28,9 @@ ROLE = os.path.join(ROOT, "roles", "router")
 PRIVATE = ("sglang_router_envfile", "sglang_router_batch", "sglang_router_drained_words", "sglang_router_readd_kinds",
            "sglang_router_worker_health", "sglang_router_lease_held", "sglang_router_lease_failures",
            "sglang_router_rescue", "sglang_router_other_gateways", "sglang_router_urls", "sglang_worker_kinds",
-           "sglang_worker_loopback")
+           "sglang_worker_loopback",
+           # the role's inputs and preflight: the action plugin of sglang_router_service (router_inputs)
+           "sglang_router_inputs")
 HOSTVARS = {
     "w1": {"sglang_host": "0.0.0.0", "ansible_host": "10.0.0.1", "sglang_disaggregation_mode": "prefill"},
     "w2": {"sglang_host": "0.0.0.0", "sglang_port": 30001, "sglang_disaggregation_mode": "decode"},
@@ -194,3 +198,121 @@ def test_the_install_steps_python_finds_the_other_gateways_as_the_filter_did():
                                         text=True, check=True).stdout)
         assert out["others"] == rr.sglang_router_other_gateways(out["found"], gateway)
         assert out["others"] == ([] if gateway == "pip" else ["pip"])
+
+
+def test_no_role_or_playbook_calls_the_inputs_filter():
+    found = []
+    for top in ("roles", "playbooks"):
+        for base, _dirs, files in os.walk(os.path.join(ROOT, top)):
+            for name in files:
+                if name.endswith((".yml", ".yaml", ".j2")):
+                    with open(os.path.join(base, name), encoding="utf-8") as handle:
+                        if "sglang_router_inputs" in handle.read():
+                            found.append(os.path.relpath(os.path.join(base, name), ROOT))
+    assert found == []
+
+
+def test_the_inputs_are_computed_once_by_the_preflights_one_task():
+    """On 7d0d57e _router_in was a lazy role variable (the filter, run again on each of ~33 reads) and the preflight
+    two tasks (a stat loop, an assert): now the preflight is one task that registers _router_in, tagged always
+    (every phase reads it), and the role's vars hold only data."""
+    with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
+        role_vars = yaml.safe_load(handle)
+    assert sorted(role_vars) == ["_router_gateway_pins", "_router_managed_flags"]
+    with open(os.path.join(ROLE, "tasks", "preflight.yml"), encoding="utf-8") as handle:
+        preflight = yaml.safe_load(handle)
+    assert len(preflight) == 1
+    assert preflight[0]["gpuserve.sglang.sglang_router_service"] == {"router_inputs": True}
+    assert preflight[0]["register"] == "_router_in" and preflight[0]["tags"] == ["always"]
+    # every other task file reads _router_in, none registers or sets it
+    for path, text in _role_text():
+        if not path.endswith("preflight.yml"):
+            assert "register: _router_in\n" not in text and "_router_in:" not in text, path
+
+
+DEFAULTS = yaml.safe_load(open(os.path.join(ROLE, "defaults", "main.yml"), encoding="utf-8"))
+ROLE_VARS = yaml.safe_load(open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8"))
+PD_HOSTVARS = {"p1": {"sglang_host": "0.0.0.0", "sglang_disaggregation_mode": "prefill"},
+               "d1": {"sglang_host": "0.0.0.0", "sglang_port": 30001, "sglang_disaggregation_mode": "decode"}}
+INPUT_CASES = {
+    "defaults": ({"sglang_router_worker_urls": ["http://w1:30000", "http://w2:30000"]}, {}, {}),
+    "smg-with-flags": ({"sglang_router_gateway": "smg", "sglang_router_worker_urls": ["http://w1:30000"],
+                        "sglang_router_extra_args": {"enable-wasm": True}, "sglang_router_port": 8000,
+                        "sglang_router_config_dir": "/etc/gw/", "sglang_router_service_name": "gw",
+                        "sglang_router_pip_index_url": "https://pypi.example/simple"}, {}, {}),
+    "pd-group": ({"sglang_router_pd": True, "sglang_router_worker_group": "servers", "sglang_router_host": "10.0.0.5"},
+                 PD_HOSTVARS, {"servers": ["p1", "d1"]}),
+    "group": ({"sglang_router_worker_group": "servers", "sglang_router_wheel_dir": "/srv/wheels"},
+              PD_HOSTVARS, {"servers": ["p1", "d1"]}),
+    "refused": ({"sglang_router_worker_urls": [], "sglang_router_gateway": "smg", "sglang_router_version": "1.12.0",
+                 "sglang_router_port": 0, "sglang_router_wheel_dir": "/srv/wheels"}, {}, {}),
+    "secret-refused": ({"sglang_router_worker_urls": ["http://w1:30000"],
+                        "sglang_router_extra_args": {"redis-url": "redis://u:s3cr3t-pw@r:6379"}}, {}, {}),
+}
+# the look at the host: the stat module's answer for each path asked
+STATS = {"/usr/bin/python3": {"exists": True, "isdir": False}, "/srv/wheels": {"exists": True, "isdir": False}}
+
+
+def _old_path(variables, hostvars, groups, host):
+    """The filter as roles/router/vars/main.yml called it on 7d0d57e: _router_settings (each sglang_router_<key>
+    under <key>, the managed flags, the pins, the stat loop, the host's name) | sglang_router_inputs(hostvars,
+    groups, role_path)."""
+    from ansible_collections.gpuserve.sglang.plugins.filter import router_role  # pylint: disable=import-outside-toplevel
+    settings = dict((key[len("sglang_router_"):], value) for key, value in variables.items()
+                    if key.startswith("sglang_router_"))
+    settings.update(_managed=ROLE_VARS["_router_managed_flags"], _pins=ROLE_VARS["_router_gateway_pins"],
+                    _host=host, _name="gw-1")
+    return router_role.FilterModule().filters()["sglang_router_inputs"](settings, hostvars, groups, ROLE)
+
+
+def _task_vars(variables, hostvars, groups):
+    from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
+    task_vars = dict(DEFAULTS, **variables)
+    # a variable that is a template resolves as the role's templar resolves it
+    task_vars.update(_router_port=task_vars["sglang_router_port"],
+                     sglang_router_port=trust_as_template("{{ _router_port }}"))
+    task_vars.update(ROLE_VARS, role_path=ROLE, inventory_hostname="gw-1", hostvars=hostvars, groups=groups)
+    return task_vars
+
+
+@pytest.mark.parametrize("case", sorted(INPUT_CASES))
+def test_the_preflights_inputs_are_the_filters(case, monkeypatch):
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    from ansible.template import Templar  # pylint: disable=import-outside-toplevel
+    variables, hostvars, groups = INPUT_CASES[case]
+    task_vars = _task_vars(variables, hostvars, groups)
+    paths = rr.host_paths(dict((key, task_vars["sglang_router_" + key]) for key in rr.SETTINGS))
+    action, calls = _action(service_action.ActionModule, {"router_inputs": True}, monkeypatch,
+                            [{"changed": False, "stat": dict(STATS[path])} for path in paths])
+    action._templar = Templar(loader=DataLoader(), variables=task_vars)
+    got = action.run(task_vars=task_vars)
+    # the look at the host is the former stat loop's: the base interpreter, then the wheel directory when set
+    assert calls == [{"path": path, "get_checksum": False} for path in paths]
+    assert paths == ["/usr/bin/python3"] + (["/srv/wheels"] if variables.get("sglang_router_wheel_dir") else [])
+    host = {"results": [{"item": path, "stat": STATS[path]} for path in paths]}
+    want = _old_path(dict(DEFAULTS, **variables), hostvars, groups, host)
+    if want["problems"]:
+        # the former assert's message; nothing of the inputs in the failed result (a refused secret among them)
+        assert got == {"failed": True, "msg": "; ".join(want["problems"]), "problems": want["problems"]}
+        return
+    assert got.pop("changed") is False
+    assert got.pop("gateway") == dict((k, v) for k, v in want.pop("gateway").items() if k != "flags")
+    assert got == want
+
+
+def test_a_failed_look_at_the_host_fails_the_preflight(monkeypatch):
+    from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
+    from ansible.template import Templar  # pylint: disable=import-outside-toplevel
+    task_vars = _task_vars(INPUT_CASES["defaults"][0], {}, {})
+    action, _calls = _action(service_action.ActionModule, {"router_inputs": True}, monkeypatch,
+                             [{"failed": True, "msg": "Permission denied"}])
+    action._templar = Templar(loader=DataLoader(), variables=task_vars)
+    got = action.run(task_vars=task_vars)
+    assert got == {"failed": True, "msg": "the look at /usr/bin/python3 on the host failed: Permission denied"}
+
+
+def test_without_router_inputs_the_module_runs_as_before(monkeypatch):
+    args = {"router_inputs": False, "name": "r", "env": {"path": "/e"}, "api_key": ""}
+    action, calls = _action(service_action.ActionModule, args, monkeypatch, [{"changed": False, "action": "none"}])
+    assert action.run(task_vars={}) == {"changed": False, "action": "none"}
+    assert calls == [{"name": "r", "env": {"path": "/e", "content": rr.ENV_HEADER}, "api_key": ""}]
