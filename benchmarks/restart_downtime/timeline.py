@@ -137,12 +137,19 @@ def restart(name, probes, journal, t_from, t_to, extra=None):
     return res
 
 
-def module_view(path):
+def load_answer(path):
+    """A module's answer saved as JSON: (answer, None), or (None, {"error": why}) where it cannot be read."""
     try:
         with open(path, encoding="utf-8") as f:
-            r = json.load(f)
+            return json.load(f), None
     except (OSError, ValueError) as exc:
-        return {"error": str(exc)}
+        return None, {"error": str(exc)}
+
+
+def module_view(path):
+    r, err = load_answer(path)
+    if err:
+        return err
     rs = r.get("restart") or {}
     stop = rs.get("stop") or {}
     return {"action": r.get("action"), "changed": r.get("changed"), "failed": r.get("failed"),
@@ -154,11 +161,9 @@ def module_view(path):
 
 def predicted_view(path):
     """The ``--check`` run's answer (the sglang_server module's): restart.predicted_downtime, without its record list."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            r = json.load(f)
-    except (OSError, ValueError) as exc:
-        return {"error": str(exc)}
+    r, err = load_answer(path)
+    if err:
+        return err
     p = (r.get("restart") or {}).get("predicted_downtime") or {}
     return {k: p.get(k) for k in ("basis", "match", "restarts", "downtime_s", "range_s", "weight_load_s",
                                   "weights_kept", "weights_not_kept", "msg")}

@@ -149,3 +149,16 @@ def test_the_check_runs_prediction_is_kept_beside_the_real_downtime(tmp_path):
     with open(os.path.join(BENCH, "run.sh"), encoding="utf-8") as f:
         run = f.read()
     assert "play --check" in run and '"${check[@]}"' in run and " predicted " in run.split("CONFIGS=", 1)[1].split("\n")[0]
+
+
+def test_both_views_read_a_saved_answer_through_one_loader(tmp_path):
+    """module_view and predicted_view share load_answer: an unreadable answer is the same error in both."""
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    answer, err = timeline.load_answer(str(bad))
+    assert answer is None and "error" in err
+    assert timeline.module_view(str(bad)) == err == timeline.predicted_view(str(bad))
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"action": "restarted", "restart": {"stop": {"seconds": 3}}}))
+    assert timeline.load_answer(str(good))[0]["action"] == "restarted"
+    assert timeline.module_view(str(good))["stop"]["seconds"] == 3
