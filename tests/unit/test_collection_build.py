@@ -33,23 +33,42 @@ def installed(tmp_path_factory):
     return target, env
 
 
-@pytest.mark.parametrize("module", ["sglang_service", "nvidia_gpu_info", "sglang_memory_plan"])
-def test_ansible_doc_finds_each_module(installed, module):
-    target, env = installed
-    proc = subprocess.run([_bin("ansible-doc"), "gpuserve.sglang." + module], capture_output=True, text=True,
-                          env=env, cwd=str(target), check=False)
-    assert proc.returncode == 0, proc.stderr
-    assert os.path.join("ansible_collections", "gpuserve", "sglang", "plugins", "modules") in proc.stdout
+MODULES = ["sglang_service", "nvidia_gpu_info", "sglang_memory_plan"]
+ROLES = ["preflight", "cuda", "install", "nccl_tuning", "server", "_common"]
 
 
-@pytest.mark.parametrize("role", ["preflight", "cuda", "install", "nccl_tuning", "server", "_common"])
-def test_ansible_doc_finds_each_role(installed, role):
+def _ansible_doc(installed, *args):
+    """One ansible-doc over several names (each call loads the whole plugin set: one per kind, not one per name)."""
     target, env = installed
-    proc = subprocess.run([_bin("ansible-doc"), "-t", "role", "gpuserve.sglang." + role], capture_output=True,
-                          text=True, env=env, cwd=str(target), check=False)
-    assert proc.returncode == 0, proc.stderr
+    proc = subprocess.run([_bin("ansible-doc")] + list(args), capture_output=True, text=True,
+                          env=dict(env, ANSIBLE_NOCOLOR="1"), cwd=str(target), check=False)
+    return proc
+
+
+@pytest.fixture(scope="module")
+def module_docs(installed):
+    return _ansible_doc(installed, *["gpuserve.sglang." + m for m in MODULES])
+
+
+@pytest.fixture(scope="module")
+def role_docs(installed):
+    return _ansible_doc(installed, "-t", "role", *["gpuserve.sglang." + r for r in ROLES])
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_ansible_doc_finds_each_module(installed, module_docs, module):
+    target = installed[0]
+    assert module_docs.returncode == 0, module_docs.stderr
+    where = os.path.join(str(target), "ansible_collections", "gpuserve", "sglang", "plugins", "modules", module + ".py")
+    assert "> MODULE gpuserve.sglang.%s (%s)" % (module, where) in module_docs.stdout
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_ansible_doc_finds_each_role(installed, role_docs, role):
+    target = installed[0]
+    assert role_docs.returncode == 0, role_docs.stderr
     where = os.path.join(str(target), "ansible_collections", "gpuserve", "sglang")
-    assert "ROLE: *gpuserve.sglang.%s* (%s)" % (role, where) in proc.stdout
+    assert "ROLE: *gpuserve.sglang.%s* (%s)" % (role, where) in role_docs.stdout
 
 
 def test_playbooks_by_fqcn_parse(installed):
