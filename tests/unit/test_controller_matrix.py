@@ -151,3 +151,36 @@ def test_every_role_states_the_declared_lower_bound():
     for meta in sorted(glob.glob(os.path.join(ROOT, "roles", "*", "meta", "main.yml"))):
         with open(meta) as handle:
             assert str(yaml.safe_load(handle)["galaxy_info"]["min_ansible_version"]) == lower, meta
+
+
+def _run_matrix(tmp_path, **env):
+    """scripts/controller-matrix.sh in a copy of the checkout whose helpers are stubs: each controller's "python"
+    records the pytest arguments it was given."""
+    root = tmp_path / "root"
+    (root / "scripts").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "scripts" / "controller-matrix.sh").write_text(open(MATRIX).read())
+    (root / "scripts" / "collection-link.sh").write_text("#!/bin/sh\nexit 0\n")
+    (root / "scripts" / "sanity.sh").write_text("#!/bin/sh\nexit 0\n")
+    (root / "scripts" / "ansible-core-version.py").write_text("import sys\nprint(sys.argv[1])\n")
+    log = tmp_path / "pytest-args"
+    (root / "scripts" / "controller-venv.sh").write_text(
+        "#!/bin/sh\nv=%s/venv-$1\nmkdir -p $v/bin\n"
+        "printf '#!/bin/sh\\necho \"$1 $*\" >> %s\\n' > $v/bin/python\nchmod +x $v/bin/python\necho $v\n" % (tmp_path, log))
+    for name in ("collection-link.sh", "sanity.sh", "controller-venv.sh"):
+        (root / "scripts" / name).chmod(0o755)
+    (root / "tests" / "controllers.txt").write_text("2.19.14 3.11\n2.22.0 3.13\n")
+    proc = subprocess.run(["bash", str(root / "scripts" / "controller-matrix.sh")], capture_output=True, text=True,
+                          env=dict(os.environ, GPUSERVE_CACHE=str(tmp_path / "cache"), **env), timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return [line.split() for line in log.read_text().splitlines()]
+
+
+def test_module_utils_tests_run_on_the_oldest_controller_and_the_newer_ones_run_the_controller_side(tmp_path):
+    """module_utils' code runs on the managed host: the oldest controller (Python 3.11) runs their tests, a newer one
+    the controller-side plugin tests only; MATRIX_MODULE_UTILS=all runs them on every controller."""
+    oldest, newest = _run_matrix(tmp_path)
+    assert "tests/unit/plugins" in oldest and not any(a.startswith("--ignore") for a in oldest)
+    assert "tests/unit/plugins" in newest and "--ignore=tests/unit/plugins/module_utils" in newest
+    both = _run_matrix(tmp_path / "all", MATRIX_MODULE_UTILS="all")
+    assert not any(a.startswith("--ignore") for args in both for a in args)
