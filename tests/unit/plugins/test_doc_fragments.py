@@ -36,13 +36,20 @@ def test_module_extends_the_attributes_fragment(name):
         assert "description" not in attribute and "platforms" not in attribute
 
 
-@pytest.mark.parametrize("name", MODULES)
-def test_ansible_doc_renders_complete_attributes(name):
+@pytest.fixture(scope="module")
+def rendered():
+    """ansible-doc's JSON of every module, from one call (each call loads the whole plugin set)."""
     env = dict(os.environ, ANSIBLE_COLLECTIONS_PATH=COLLECTIONS, ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "--json",
-                           "gpuserve.sglang." + name], capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-doc"), "--json"]
+                          + ["gpuserve.sglang." + name for name in MODULES],
+                          capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stderr
-    attributes = json.loads(proc.stdout)["gpuserve.sglang." + name]["doc"]["attributes"]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_ansible_doc_renders_complete_attributes(rendered, name):
+    attributes = rendered["gpuserve.sglang." + name]["doc"]["attributes"]
     # "action" exactly where the module has an action plugin of its name (the fragment's action_plugin)
     has_action = os.path.isfile(os.path.join(ROOT, "plugins", "action", name + ".py"))
     assert set(attributes) == {"check_mode", "diff_mode", "platform"} | ({"action"} if has_action else set())
