@@ -10,7 +10,11 @@ runs it), then every refusal: the task fails with them before the host changes, 
 (sglang_server_nodes) ``node``: what this node must share with the others (plugin_utils/_server_nodes.py). With
 ``server_nodes: true`` (the role's nodes step, after every node's preflight) it runs no module: it fails naming every
 node that differs from this one, else returns ``reach`` (node 0's dist ports this node must reach, {} on node 0).
-Without either, the options go to the module as they are."""
+With ``server_flags: true`` (the role's entry point ``flags``, before the host read) it runs no module: it reads the
+profile's file (roles/server/vars/profiles/<sglang_profile>.yml) and returns ``profile`` and ``flags``. ``flags``
+(plugin_utils/_server_flags.py: the effective flags, SGLang's arguments, the unit's command line, the memory plan's
+inputs, HiCache) is also in the preflight's result, for the host's release. Without any of these, the options go to
+the module as they are."""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _role_vars, _server_nodes, _server_preflight
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import (
+    _role_vars, _server_flags, _server_nodes, _server_preflight)
 
 MODULE = "gpuserve.sglang.sglang_host_facts"
 display = Display()
@@ -31,6 +36,25 @@ class ActionModule(ActionBase):
     def _reader(self, task_vars, server_host):
         """A reader of the role's variables as the task's templar sees them, with _server_host set to ``host``."""
         return _role_vars.reader(self._templar, task_vars, _server_host=server_host)
+
+    def _profile(self, task_vars):
+        """The profile's variables, templated (its file in the role's vars/profiles, found and loaded as
+        include_vars loads it: its values may name the role's variables, as the Kimi profile's draft model does)."""
+        name = str(_role_vars.reader(self._templar, task_vars)("sglang_profile"))
+        path = self._find_needle("vars", "profiles/%s.yml" % name)
+        data = _server_flags.profile(name, self._loader.load_from_file(path, cache="none", trusted_as_template=True))
+        read = _role_vars.reader(self._templar, task_vars, **data)
+        return dict((key, read(key)) for key in data)
+
+    def _flags(self, task_vars):
+        """The entry point flags: the profile and the flags before the host read, no module run."""
+        profile = self._profile(task_vars)
+        read = _role_vars.reader(self._templar, task_vars, **profile)
+        flags = _server_flags.flags(read, task_vars.get("hostvars") or {})
+        result = {"changed": False, "profile": profile, "flags": flags}
+        if _server_flags.secret(flags):
+            result["_ansible_no_log"] = True
+        return result
 
     def _parser_check(self, python, argv):
         """Run the role's parser check with the host's interpreter; its result as the refusals read it."""
@@ -53,6 +77,9 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         args = dict(self._task.args)
         preflight = boolean(args.pop("server_preflight", False), strict=False)
+        if boolean(args.pop("server_flags", False), strict=False):
+            result.update(self._flags(task_vars))
+            return result
         if boolean(args.pop("server_nodes", False), strict=False):
             read = self._reader(task_vars, task_vars.get("_server_host"))
             result.update(_server_nodes.check(read("sglang_server_nodes"), task_vars.get("hostvars") or {},
@@ -71,16 +98,19 @@ class ActionModule(ActionBase):
             if host.get("failed"):
                 return result
             after = self._reader(task_vars, host)
-            argv = _server_preflight.parser_argv(after, host, hostvars)
+            flags = _server_flags.flags(after, hostvars)   # the host's: computed once, read by the later tasks
+            argv = _server_preflight.parser_argv(after, host, hostvars, flags)
             parser = self._parser_check(str(host.get("python") or ""), argv) if argv is not None else None
-            verdict = _server_preflight.verdict(after, host, parser, hostvars)
+            verdict = _server_preflight.verdict(after, host, parser, hostvars, flags)
             result.update(verdict, parser=parser or {"skipped": True})
             if verdict["refusals"]:
                 result.update(failed=True, msg="; ".join(verdict["refusals"]))
             else:
+                result["flags"] = flags
+                if _server_flags.secret(flags):
+                    result["_ansible_no_log"] = True
                 if after("sglang_server_nodes", None):
-                    result["node"] = _server_nodes.fingerprint(host, after("sglang_profile", ""),
-                                                               _server_preflight.server_args(after, hostvars))
+                    result["node"] = _server_nodes.fingerprint(host, after("sglang_profile", ""), flags["args"])
                 for note in verdict["notes"]:
                     display.display("%s: %s" % (task_vars.get("inventory_hostname", "?"), note))
         finally:

@@ -43,6 +43,14 @@ options:
       - Only in a task of the role gpuserve.sglang.server; leave it out to set the options yourself.
     type: bool
     default: false
+  server_flags:
+    description:
+      - The server role's entry point C(flags), before the host read - no module runs; the action plugin reads the
+        profile's file (C(sglang_profile)) and the role's variables and returns RV(profile) and RV(flags), computed in
+        Python (C(plugins/plugin_utils/_server_flags.py)).
+      - Only in a task of the role gpuserve.sglang.server.
+    type: bool
+    default: false
   server_nodes:
     description:
       - The server role's nodes step, for a server over several hosts (C(sglang_server_nodes)), after every node's
@@ -249,6 +257,19 @@ node:
       C(model_index_sha256), C(model_weight_files), C(model_weight_bytes)).
   returned: with O(server_preflight) for a server over several hosts
   type: dict
+profile:
+  description: With O(server_flags) - the profile's variables (C(_server_profile_args), C(_server_profile_env), ...), templated.
+  returned: with O(server_flags)
+  type: dict
+flags:
+  description:
+    - With O(server_flags), and with O(server_preflight) when nothing was refused (then for the host's release) - the
+      server's effective flags (C(args)), SGLang's arguments (C(argv)), the unit's command line without and with
+      C(--config) (C(cmdline), C(exec_start)), the memory plan's inputs (C(plan), the role's fact C(sglang_plan_inputs)),
+      C(hicache), what the role's own variables add (C(features)) and the C(release) they were computed for.
+    - Not shown on the console when a flag's value is a secret (the whole result is then hidden).
+  returned: with O(server_flags) or O(server_preflight)
+  type: dict
 reach:
   description:
     - With O(server_nodes) - what this node must reach of node 0 before anything stops (C(node0), C(address),
@@ -289,6 +310,7 @@ def main():
             cuda_home=dict(type="str", default=""),
             server_preflight=dict(type="bool", default=False),  # the action plugin's (it sets the options above)
             server_nodes=dict(type="bool", default=False),  # the action plugin's (no module runs)
+            server_flags=dict(type="bool", default=False),  # the action plugin's (no module runs)
         ),
         supports_check_mode=True,
         no_log=True,  # no 'Invoked with' line in the host's journal (docs/security.md)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from ansible.plugins.filter.core import to_bool
 
 from ansible_collections.gpuserve.sglang.plugins.filter import server_role
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags
 
 CUDA_FACT_FILE = "/etc/ansible/facts.d/gpuserve_cuda.fact"
 # the parser's check: roles/server/files/ (found as the script module finds a role's file)
@@ -63,7 +64,7 @@ def host_read_args(read, hostvars=None):
     """The options of the module sglang_host_facts for the server role's host read: ``read`` resolves the role's
     variables as they are before this run's host read (see BEFORE_HOST_READ)."""
     v = _read(read, HOST_READ_VARS)
-    args = server_role.sglang_server_args(dict(v["_server_in"] or {}), hostvars)
+    args = _server_flags.flags(read, hostvars)["args"]
     python = str(v["sglang_python"] or "")
     paths = [str(args.get("model-path") or ""), str(args.get("speculative-draft-model-path") or ""),
              # the Weight Cache Daemon's unit (one to remove?)
@@ -91,13 +92,13 @@ def host_read_args(read, hostvars=None):
     }
 
 
-def parser_argv(read, host, hostvars=None):
+def parser_argv(read, host, hostvars=None, flags=None):
     """SGLang's arguments (after ``-m <launcher>``) for the installed parser's check, or None when it is not run
-    (sglang_check_args false, or the host read found no SGLang)."""
+    (sglang_check_args false, or the host read found no SGLang). ``flags``: _server_flags.flags() of this read."""
     host = host if isinstance(host, dict) else {}
     if not (_bool(read("sglang_check_args")) and _bool(host.get("sglang_installed") or False)):
         return None
-    return server_role.sglang_server_argv(dict(read("_server_in") or {}), hostvars)
+    return (flags or _server_flags.flags(read, hostvars))["argv"]
 
 
 def parser_result(rc, stdout="", stderr=""):
@@ -109,15 +110,16 @@ def parser_result(rc, stdout="", stderr=""):
 
 def server_args(read, hostvars=None):
     """The effective flags (the role's _server_args) as ``read`` resolves the role's variables."""
-    return server_role.sglang_server_args(dict(read("_server_in") or {}), hostvars)
+    return _server_flags.flags(read, hostvars)["args"]
 
 
-def verdict(read, host, parser=None, hostvars=None):
+def verdict(read, host, parser=None, hostvars=None, flags=None):
     """{refusals, notes, account_ok, account_groups} of the preflight: ``read`` resolves the role's variables after this run's host
-    read ``host`` (the module's result), ``parser`` is the parser's check (parser_result) or None when not run."""
+    read ``host`` (the module's result), ``parser`` is the parser's check (parser_result) or None when not run,
+    ``flags`` _server_flags.flags() of this read."""
     v = _read(read, VERDICT_VARS)
     host = host if isinstance(host, dict) else {}
-    args = server_role.sglang_server_args(dict(v["_server_in"] or {}), hostvars)
+    args = (flags or _server_flags.flags(read, hostvars))["args"]
     check = {"host": host, "hostname": v["inventory_hostname"], "inputs": v["_server_inputs"], "args": args,
              "env": v["_server_env"], "user_args": v["sglang_args"], "sandbox": v["sglang_unit_sandbox"],
              "allow_dropins": v["sglang_allow_dropin_overrides"], "parser": parser or {},

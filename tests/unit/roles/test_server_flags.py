@@ -147,3 +147,17 @@ def test_a_prefill_server_gets_its_mode_and_bootstrap_port_and_a_bad_mode_is_ref
     rc, out = run_play(tmp_path, PLAY, ["out_file=" + str(out_file), "out_what=args", "sglang_disaggregation_mode=both"])
     assert rc != 0 and not out_file.exists()
     assert "sglang_disaggregation_mode" in out and "prefill" in out, out[-3000:]
+
+
+def test_a_secret_flag_value_reaches_the_flags_but_not_the_output(tmp_path, monkeypatch):
+    """The entry point's task returns the effective flags (the role's _server_args read them); where a flag's
+    value is a secret (a URL with a password), its result is not shown, even at -vvv, and the flags still hold it."""
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", "3")
+    secret = "pw" + "-verysecret-4242"
+    out_file = tmp_path / "args.json"
+    value = "redis://u:%s@cache:6379" % secret
+    rc, out = run_play(tmp_path, PLAY, ["out_file=" + str(out_file), "out_what=args",
+                                        json.dumps({"sglang_args": {"hicache-storage-backend-extra-config": value}})])
+    assert rc == 0, out[-3000:]
+    assert json.loads(out_file.read_text())["hicache-storage-backend-extra-config"] == value
+    assert secret not in out.replace(str(out_file), "")

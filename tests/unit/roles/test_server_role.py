@@ -14,6 +14,7 @@ import yaml
 
 from ansible_collections.gpuserve.sglang.plugins.filter import (
     server_inputs, server_role, sglang_args, sglang_secrets, systemd)
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags
 
 # The server role's filters, by name (split by what they hold: flag rules, systemd quoting, secrets, inputs).
 _FILTERS = {}
@@ -127,18 +128,18 @@ def _render_unit(**over):
                                     "LD_LIBRARY_PATH": "/usr/local/cuda-13.0/lib64"},
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang (kimi)",
-        "_server_cmdline": f.sglang_cmdline({"model-path": "/models/k", "tp": 8},
-                                            prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
         "ansible_managed": "Ansible managed", "hostvars": {},
     })
-    # HiCache from the effective flags (the template asks sglang_server_plan of _server_in), else SGLang's default: off
+    cmdline = over.pop("_server_cmdline", f.sglang_cmdline(
+        {"model-path": "/models/k", "tp": 8}, prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]))
+    # HiCache from the effective flags (the template reads _server_flags.hicache), else SGLang's default: off
     hicache = over.pop("hicache", False)
     variables.update(over)
-    # the role var the template reads (vars/main.yml): SGLang's --config, the secrets file when a key is set, by
-    # the role's own expression
+    # what the template reads (vars/main.yml _server_flags, computed by plugin_utils/_server_flags.py): the ExecStart
+    # with SGLang's --config, the secrets file when a key is set, by the role's own expression
     config = _yaml("vars", "main.yml")["_server_in"]["config"]
-    variables["_server_in"] = {"config": env.from_string(config).render(**variables), "model_path": "/models/k",
-                               "user": {"enable-hierarchical-cache": True} if hicache else {}}
+    variables["_server_flags"] = {"exec_start": _server_flags.exec_start(cmdline, env.from_string(config).render(**variables)),
+                                  "hicache": hicache}
     return env.get_template("sglang.service.j2").render(**variables)
 
 

@@ -73,15 +73,22 @@ def test_no_role_or_playbook_states_an_sglang_default():
 
 
 def test_the_server_flags_read_sglang_s_defaults_through_the_filter():
-    """flags.yml computes the plan inputs in Python (filter sglang_server_plan, by the host's release, else
-    sglang_version's); a flag left out takes sglang_defaults(release, planning=True)'s value, field by field."""
+    """flags.yml computes the plan inputs in Python (the action plugin of sglang_host_facts, server_flags:
+    plugin_utils/_server_flags.py, by the host's release, else sglang_version's); a flag left out takes
+    sglang_defaults(release, planning=True)'s value, field by field."""
     from ansible_collections.gpuserve.sglang.plugins.filter import server_role  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuserve.sglang.plugins.filter.sglang_defaults import sglang_defaults  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags  # pylint: disable=import-outside-toplevel
     with open(os.path.join(ROOT, "roles", "server", "tasks", "flags.yml"), encoding="utf-8") as handle:
         tasks = yaml.safe_load(handle)
+    flags = next(t for t in tasks if "gpuserve.sglang.sglang_host_facts" in t)
+    assert flags["gpuserve.sglang.sglang_host_facts"] == {"server_flags": True}
     task = next(t for t in tasks if "sglang_plan_inputs" in (t.get("ansible.builtin.set_fact") or {}))
-    assert task["ansible.builtin.set_fact"]["sglang_plan_inputs"] == \
-        "{{ _server_in | gpuserve.sglang.sglang_server_plan(hostvars) }}"
+    assert task["ansible.builtin.set_fact"]["sglang_plan_inputs"] == "{{ %s.flags.plan }}" % flags["register"]
+    for version in ("", "0.5.9"):
+        inputs = {"_server_in": {"profile": {}, "user": {}, "model_path": "/m", "release": version}}
+        assert _server_flags.flags(lambda name, default=None: inputs.get(name, default))["plan"] == \
+            server_role.sglang_plan_inputs({"model-path": "/m"}, version)
     with open(os.path.join(ROOT, "roles", "server", "vars", "main.yml"), encoding="utf-8") as handle:
         release = yaml.safe_load(handle)["_server_in"]["release"]
     assert release.startswith("{{ _server_host.sglang_release | default(sglang_version")

@@ -51,8 +51,10 @@ def _variables(**over):
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang",
         "sglang_service_name": "sglang", "sglang_weight_cache_service_name": "sglang-weight-cache",
         "sglang_cache_key": "sglang-0.5.17/llama-0123abcd/sm90",
-        "_server_cmdline": f.sglang_cmdline(ARGS, prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
-        "_server_in": {"config": "", "model_path": "/models/llama", "user": {}},
+        # what the server unit reads (roles/server/vars/main.yml _server_flags: plugin_utils/_server_flags.py)
+        "_server_flags": {
+            "exec_start": f.sglang_cmdline(ARGS, prefix=["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server"]),
+            "hicache": f.sglang_plan_inputs(ARGS, "0.5.17")["hicache"]},
         "_server_args": ARGS, "_server_host": {"python": "/opt/sglang/venv/bin/python"},
         "sglang_plan_inputs": f.sglang_plan_inputs(ARGS, "0.5.17"),
         "ansible_managed": "Ansible managed", "hostvars": {},

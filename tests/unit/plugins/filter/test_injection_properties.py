@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ansible.errors import AnsibleFilterError
 from ansible_collections.gpuserve.sglang.plugins.filter import (
     server_inputs, server_role, sglang_args, sglang_secrets, systemd)
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags
 
 from conftest import ROOT
 
@@ -51,15 +52,16 @@ def _render(**over):
         "sglang_unit_environment": {"CUDA_HOME": "/usr/local/cuda", "PATH": "/usr/bin:/bin"},
         "sglang_env_file": "/etc/sglang/sglang-kimi.env", "sglang_record_file": "/etc/sglang/sglang-kimi.md",
         "sglang_nccl_env_file": "/etc/sglang/nccl.env", "sglang_unit_description": "SGLang",
-        "_server_cmdline": systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX),
         "ansible_managed": "Ansible managed", "sglang_api_key": "", "hostvars": {},
     })
+    cmdline = over.pop("_server_cmdline", systemd.sglang_cmdline({"model-path": "/m"}, prefix=PREFIX))
     variables.update(over)
-    # the role var the template reads (roles/server/vars/main.yml): SGLang's --config, the secrets file when a key
-    # is set, by the role's own expression
+    # what the template reads (roles/server/vars/main.yml _server_flags, computed by plugin_utils/_server_flags.py):
+    # the ExecStart with SGLang's --config, the secrets file when a key is set, by the role's own expression
     with open(os.path.join(ROLE, "vars", "main.yml"), encoding="utf-8") as handle:
         config = yaml.safe_load(handle)["_server_in"]["config"]
-    variables["_server_in"] = {"config": env.from_string(config).render(**variables)}
+    variables["_server_flags"] = {"exec_start": _server_flags.exec_start(cmdline, env.from_string(config).render(**variables)),
+                                  "hicache": False}
     return env.get_template("sglang.service.j2").render(**variables)
 
 

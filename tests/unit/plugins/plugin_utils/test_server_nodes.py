@@ -83,11 +83,12 @@ def test_the_preflight_records_the_node_only_for_a_server_over_several_hosts(mon
     from ansible.parsing.dataloader import DataLoader  # pylint: disable=import-outside-toplevel
     from ansible.template import Templar  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight as p  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(p, "host_read_args", lambda read, hostvars=None: {})
-    monkeypatch.setattr(p, "parser_argv", lambda read, host, hostvars=None: None)
-    monkeypatch.setattr(p, "server_args", lambda read, hostvars=None: {"tp": 2})
+    monkeypatch.setattr(p, "parser_argv", lambda read, host, hostvars=None, flags=None: None)
+    monkeypatch.setattr(_server_flags, "flags", lambda read, hostvars=None: {"args": {"tp": 2}})
     refusals = []
-    monkeypatch.setattr(p, "verdict", lambda read, host, parser=None, hostvars=None: {
+    monkeypatch.setattr(p, "verdict", lambda read, host, parser=None, hostvars=None, flags=None: {
         "refusals": list(refusals), "notes": [], "account_ok": True, "account_groups": []})
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     action = facts_action.ActionModule.__new__(facts_action.ActionModule)
