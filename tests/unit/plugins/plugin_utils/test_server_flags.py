@@ -227,3 +227,32 @@ def test_the_entry_point_s_action_reads_the_profile_and_runs_no_module(monkeypat
     # a secret in a flag's value: the registered result keeps it, the console shows none of it
     task_vars["_server_in"] = dict(inputs, user={"hicache-storage-backend-extra-config": "redis://u:pw@h:6379"})
     assert action.run(task_vars=task_vars)["_ansible_no_log"] is True
+
+
+def test_the_preflight_returns_the_flags_of_the_host_s_release(monkeypatch):
+    """After the host read the flags are the host's (its release's rules: the Qwen profile's HiCache from 0.5.23),
+    returned once in the preflight's result (_server_host.flags) for the unit's template and the later tasks; none
+    where the preflight refused."""
+    from ansible.template import trust_as_template  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight as p  # pylint: disable=import-outside-toplevel
+    qwen = _yaml(ROLE, "vars", "profiles", "qwen35_397b_a17b_nvfp4.yml")
+    refusals = []
+    monkeypatch.setattr(p, "host_read_args", lambda read, hostvars=None: {})
+    monkeypatch.setattr(p, "verdict", lambda read, host, parser=None, hostvars=None, flags=None: {
+        "refusals": list(refusals), "notes": [], "account_ok": True, "account_groups": []})
+    action = _action(monkeypatch, {})
+    action._task.args = {"server_preflight": True}
+    action._execute_module = lambda **kwargs: {"sglang_release": "0.5.23", "cpus": 64, "python": "/v/bin/python",
+                                               "sglang_installed": False}
+    action._remove_tmp_path = lambda path: None
+    inputs = dict(_inputs(profile=qwen["_server_profile_args"], release_args=qwen["_server_profile_release_args"]),
+                  release=trust_as_template("{{ _server_host.sglang_release | default(sglang_version, true) }}"),
+                  python=trust_as_template("{{ _server_host.python | default('') }}"))
+    task_vars = dict(DEFAULTS, _server_in=inputs, sglang_version="0.5.9", sglang_check_args=True, hostvars={},
+                     inventory_hostname="gpu-a1")
+    got = action.run(task_vars=task_vars)
+    assert got["flags"]["release"] == "0.5.23" and got["flags"]["hicache"] is True
+    assert got["flags"]["cmdline"].startswith("/v/bin/python -m sglang.launch_server --model-path /models/m ")
+    assert "--enable-hierarchical-cache" in got["flags"]["exec_start"].split()
+    refusals.append("no")
+    assert "flags" not in action.run(task_vars=task_vars)
