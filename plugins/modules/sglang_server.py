@@ -59,7 +59,17 @@ options:
         (C(sglang_*)) and sets the unit, env, secrets, launcher, dirs, reads, install_record, backup, service, gates,
         record and venv_link options itself (C(plugins/plugin_utils/_server_payload.py)).
       - Leave it out to set those options yourself.
+      - For a server over several hosts (C(sglang_server_nodes)) the action plugin also takes the group's verdict
+        before the phase, from each node's registered result (C(module_utils/_server/group.py)) - before
+        V(restart) every node prepared, before V(decide) every node restarted and verified - and where it is a no
+        it fails without running the module; it sets O(force_restart), O(group) and O(decision) where not given.
     type: dict
+  due_from:
+    description:
+      - With O(state=due), no module runs - the variable each node registered its own O(state=due) result under.
+        The action plugin answers RV(due) - a restart is due here or on any node of C(sglang_server_nodes) (the
+        server restarts as one) - and RV(reasons), naming each other node where it is due.
+    type: str
   companion_units:
     description:
       - Units beside the server that hold its GPU memory (the Weight Cache Daemon's, C(sglang_weight_cache)) - a
@@ -100,6 +110,7 @@ options:
     default: converge
   force_restart:
     description: With O(phase=restart) - restart although nothing is due here (a restart due on one node is due on all).
+      With O(role_inputs) and not given - C(sglang_restart_forced), or a restart due on any node of the server.
     type: bool
     default: false
   group:

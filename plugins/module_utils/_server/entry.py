@@ -79,6 +79,7 @@ def problems(params):
 
 ARGUMENT_SPEC = dict(
     role_inputs=dict(type="dict"),  # the action plugin's (it sets the options below from them)
+    due_from=dict(type="str"),      # the action plugin's (no module runs)
     companion_units=dict(type="list", elements="str", default=[]),
     name=dict(type="str", required=True),
     state=dict(type="str", default="deployed", choices=["deployed", "verified", "due"]),

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 """The group's verdict: ONE function over the phases' results of the nodes of one server over several hosts
 (issue 47). The YAML (roles/server/tasks/group.yml) only sequences the module's phases with Ansible's own
-keywords and asks this function, through the filter ``sglang_group``, what the group decided.
+keywords; the action plugin of gpuserve.sglang.sglang_server asks this function what the group decided before
+each phase (plugins/plugin_utils/_server_group.py), and refuses a phase the verdict says no to.
 
 The protocol, a two-phase commit whose decision is recorded on the nodes before any acts on it:
 
@@ -39,6 +40,13 @@ def _truth(value):
     return value is True or str(value).lower() in ("true", "yes", "1")
 
 
+def node_due(result):
+    """Whether a node's result says a restart is due there: a prepare's ``restart_due``, else a read's ``due``
+    (state due: the rollout's question before it drains)."""
+    result = result if isinstance(result, dict) else {}
+    return _truth(result.get("restart_due", result.get("due", False)))
+
+
 def verdict(nodes, results, play_hosts, phase, group=""):
     """The group's verdict on ``phase`` (prepare, restart) from ``results`` ({node: that node's last result of
     the module}), ``play_hosts`` (Ansible drops a failed or unreachable host) and ``group`` (this run's group
@@ -62,8 +70,7 @@ def verdict(nodes, results, play_hosts, phase, group=""):
         where = "%s (node %d)" % (node, index)
         result = results.get(node) if isinstance(results, dict) else None
         result = result if isinstance(result, dict) else {}
-        # a prepare's restart_due, else a read's due (state due: the rollout's question before it drains)
-        if _truth(result.get("restart_due", result.get("due", False))):
+        if node_due(result):
             due = True
         state = result.get("group_state") if isinstance(result.get("group_state"), dict) else {}
         states[node] = (state, result)

@@ -111,7 +111,12 @@ def test_deploy_and_due_share_one_check_pass():
         "preflight.yml", "run.yml"]
     assert next(t for t in due if t.get("ansible.builtin.import_tasks") == "run.yml")["vars"] == {
         "_server_phase": "due"}
-    assert [list(t)[1] for t in due if "ansible.builtin.import_tasks" not in t] == ["ansible.builtin.set_fact"]
+    # a server over several hosts is due where any node is: the action plugin reads the nodes' answers (no module
+    # runs, no Jinja computes it), then the facts
+    assert [list(t)[1] for t in due if "ansible.builtin.import_tasks" not in t] == [
+        "gpuserve.sglang.sglang_server", "ansible.builtin.set_fact"]
+    group = next(t for t in due if "gpuserve.sglang.sglang_server" in t)["gpuserve.sglang.sglang_server"]
+    assert group == {"name": "{{ sglang_service_name }}", "state": "due", "due_from": "sglang_server"}
     with open(os.path.join(ROLE, "tasks", "run.yml"), encoding="utf-8") as handle:
         module = yaml.safe_load(handle)[0]["gpuserve.sglang.sglang_server"]
     assert module["state"] == "{{ 'due' if _server_phase | default('') == 'due' else 'deployed' }}"

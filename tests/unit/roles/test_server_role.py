@@ -300,47 +300,42 @@ def _index(tasks, predicate):
 def test_a_node_missing_from_the_play_stops_the_group_before_any_node_stops():
     """Defect 3. Old code: nothing between the preflight and the restart looked at the other nodes: a node that
     dropped out after its preflight (lease held, configure failed, UNREACHABLE) left node 0 to restart alone.
-    Now every node prepares (lands its files, stops nothing), then takes the group's verdict over
-    ansible_play_batch before any node restarts; the verdict's rules are tested in tests/unit/plugins/filter/
-    test_server_role.py (sglang_group_verdict)."""
+    Now every node prepares (lands its files, stops nothing), and the restart phase's action plugin takes the
+    group's verdict over ansible_play_batch before any node restarts (plugins/plugin_utils/_server_group.py; its
+    rules and the refusal without a module run: tests/unit/plugins/plugin_utils/test_server_group.py). Issue 47:
+    no assert and no filter in the YAML, the phases are four imports of run.yml."""
     block = _yaml("tasks", "group.yml")[0]
     steps = block["block"]
-    assert [t.get("vars", {}).get("_server_phase") for t in steps] == [
-        "prepare", None, "restart", None, "decide", "commit"]
-    assert all(t.get("ansible.builtin.import_tasks") == "run.yml" for t in steps[0:5:2] + steps[4:])
-    prepared = steps[1]["vars"]["_verdict"]
-    assert "sglang_group(hostvars, ansible_play_batch, 'prepare')" in prepared
-    assert steps[1]["ansible.builtin.assert"]["that"] == "_verdict.problems | length == 0"
-    assert "Nothing was stopped or restarted on any node" in steps[1]["ansible.builtin.assert"]["fail_msg"]
+    assert [t.get("vars", {}).get("_server_phase") for t in steps] == ["prepare", "restart", "decide", "commit"]
+    assert all(t.get("ansible.builtin.import_tasks") == "run.yml" for t in steps)
     # a node is "ready" only in this run: its preflight empties the result the verdicts read
     reset = _yaml("tasks", "nodes.yml")[0]["ansible.builtin.set_fact"]
     assert reset["sglang_server"] == {}
     assert _yaml("tasks", "run.yml")[0]["register"] == "sglang_server"
-    # a restart due on one node is due on all: a node restarted alone cannot join the others' ranks
+    # a restart due on one node is due on all (a node restarted alone cannot join the others' ranks): the action
+    # plugin sets force_restart, group and decision from the group's verdict; the role passes none of them
     module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
-    assert module["force_restart"] == "{{ sglang_restart_forced | bool or _server_verdict.due }}"
-    assert "sglang_group(hostvars, ansible_play_batch" in _yaml("vars", "main.yml")["_server_verdict"]
+    assert not set(module) & {"force_restart", "group", "decision"}
+    assert "_server_verdict" not in _yaml("vars", "main.yml")
     assert module["phase"] == "{{ _server_phase | default('converge') | replace('due', 'converge') }}"
 
 
 def test_the_gates_run_before_the_groups_verdict_and_no_node_keeps_before_it():
     """Defect 4. Old code: the gates ran after the all-nodes check, on node 0 only: a gate failure rolled back
     node 0 alone while nodes 1..N went on to keep the new configuration as their last good set. Now node 0 runs the
-    gates inside its restart step, and the verdict "keep" over every node's restart comes before any node commits;
-    a no (or any failure in the block) restores every node."""
+    gates inside its restart step, and the verdict "keep" over every node's restart (taken by the decide phase's
+    action plugin) comes before any node commits; a no (or any failure in the block) restores every node."""
     block = _yaml("tasks", "group.yml")[0]
     steps = block["block"]
-    restart, verdict, decide, commit = steps[2], steps[3], steps[4], steps[5]
+    restart, decide, commit = steps[1], steps[2], steps[3]
     assert restart["vars"]["_server_phase"] == "restart" and commit["vars"]["_server_phase"] == "commit"
     assert decide["vars"]["_server_phase"] == "decide"
-    assert "sglang_group(hostvars, ansible_play_batch, 'restart')" in verdict["vars"]["_verdict"]
-    assert verdict["ansible.builtin.assert"]["that"] == "_verdict.problems | length == 0"
+    assert not [t for t in steps if "ansible.builtin.assert" in t]
     module = _yaml("tasks", "run.yml")[0]["gpuserve.sglang.sglang_server"]
     # node 0 alone runs the gates (the seam's gates_here: test_server_payload.py)
     rescue = block["rescue"]
     # the rescue carries out the group's ONE decision (module_utils/_server/group.py): keep or restore, every node
     assert rescue[0]["ansible.builtin.import_tasks"] == "run.yml" and rescue[0]["vars"]["_server_phase"] == "finish"
-    assert module["decision"] == "{{ _server_verdict.decision }}"
     assert "ansible.builtin.fail" in rescue[1] and "ansible_failed_result.msg" in rescue[1]["ansible.builtin.fail"]["msg"]
     # the restore is told why (the verdict's reason reaches the module's result and the record)
     assert module["reason"] == "{{ ansible_failed_result.msg | default('') }}"
