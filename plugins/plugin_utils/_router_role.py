@@ -31,6 +31,7 @@ from ansible_collections.gpuserve.sglang.plugins.filter.sglang_router import (
     sglang_health_url, sglang_pd_args, sglang_router_extra_args_problems, sglang_worker_kinds, sglang_worker_loopback,
     sglang_worker_urls)
 from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_envfile
+from ansible_collections.gpuserve.sglang.plugins.module_utils import _install
 
 RELEASE_RE = re.compile(r"[0-9]+(\.[0-9]+)*([a-z]+[0-9]*)?(\.post[0-9]+)?")
 PATH_RE = re.compile(r"/[^\x00-\x1f\x7f\s]+")
@@ -252,7 +253,21 @@ def role_inputs(read, hostvars, groups, host):
                                read("_router_managed_flags"), read("_router_gateway_pins"), host,
                                read("inventory_hostname"))
     out["gateway"] = dict((key, value) for key, value in out["gateway"].items() if key != "flags")
+    out["pins"] = lock_pins(out["lock_file"]) if out["known"] else {}
     return out
+
+
+def lock_pins(path):
+    """{name: version} of every requirement of a hash lock (the role's files/locks/<release>.txt): what the venv
+    must hold for the install to be a no-op without pip (install.yml asks the venv, then runs pip only for a miss)."""
+    with open(path, encoding="utf-8") as handle:
+        lines = _install.lock_requirements(handle.read())
+    pins = {}
+    for line in lines:
+        name, sep, rest = line.partition("==")
+        if sep:
+            pins[name.strip()] = rest.split()[0].split(";")[0]
+    return pins
 
 
 def sglang_router_envfile(api_key):

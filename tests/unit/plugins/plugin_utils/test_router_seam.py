@@ -191,10 +191,11 @@ def test_lease_second_round_asks_nothing_again_on_release_or_in_check_mode(state
 def test_the_install_steps_python_finds_the_other_gateways_as_the_filter_did():
     with open(os.path.join(ROLE, "tasks", "installed.yml"), encoding="utf-8") as handle:
         argv = yaml.safe_load(handle)[0]["ansible.builtin.command"]["argv"]
-    assert argv[3:] == ["{{ _router_in.gateways | to_json }}", "{{ sglang_router_gateway }}"]
+    assert argv[3:] == ["{{ _router_in.gateways | to_json }}", "{{ sglang_router_gateway }}",
+                        "{{ _router_in.pins | default({}) | to_json }}"]
     for gateway in ("pip", "no-such-gateway-xyz"):
         names = json.dumps(["pip", "no-such-gateway-xyz"])
-        out = json.loads(subprocess.run([sys.executable, "-c", argv[2], names, gateway], capture_output=True,
+        out = json.loads(subprocess.run([sys.executable, "-c", argv[2], names, gateway, "{}"], capture_output=True,
                                         text=True, check=True).stdout)
         assert out["others"] == rr.sglang_router_other_gateways(out["found"], gateway)
         assert out["others"] == ([] if gateway == "pip" else ["pip"])
@@ -297,6 +298,8 @@ def test_the_preflights_inputs_are_the_filters(case, monkeypatch):
         return
     assert got.pop("changed") is False
     assert got.pop("gateway") == dict((k, v) for k, v in want.pop("gateway").items() if k != "flags")
+    # and the lock's pins, for the install's no-op read (not a filter's output)
+    assert got.pop("pins") == (rr.lock_pins(want["lock_file"]) if want["known"] else {})
     assert got == want
 
 
