@@ -103,8 +103,8 @@ class ActionModule(ActionBase):
             parser = self._parser_check(str(host.get("python") or ""), argv) if argv is not None else None
             verdict = _server_preflight.verdict(after, host, parser, hostvars, flags)
             result.update(verdict, parser=parser or {"skipped": True})
-            if verdict["refusals"]:
-                result.update(failed=True, msg="; ".join(verdict["refusals"]))
+            if verdict["refusals"] or flags["problem"]:
+                result.update(failed=True, msg="; ".join(verdict["refusals"] or [flags["problem"]]))
             else:
                 result["flags"] = flags
                 if _server_flags.secret(flags):

@@ -266,7 +266,8 @@ flags:
     - With O(server_flags), and with O(server_preflight) when nothing was refused (then for the host's release) - the
       server's effective flags (C(args)), SGLang's arguments (C(argv)), the unit's command line without and with
       C(--config) (C(cmdline), C(exec_start)), the memory plan's inputs (C(plan), the role's fact C(sglang_plan_inputs)),
-      C(hicache), what the role's own variables add (C(features)) and the C(release) they were computed for.
+      C(hicache), what the role's own variables add (C(features)) and the C(release) they were computed for; where a
+      word holds control characters, no command line (V(null)) and C(problem) says why (the preflight refuses it).
     - Not shown on the console when a flag's value is a secret (the whole result is then hidden).
   returned: with O(server_flags) or O(server_preflight)
   type: dict

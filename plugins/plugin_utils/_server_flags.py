@@ -17,7 +17,7 @@ sglang_server_plan, which computed the same through Jinja).
 
 from __future__ import annotations
 
-from ansible.errors import AnsibleError
+from ansible.errors import AnsibleError, AnsibleFilterError
 from ansible.plugins.filter.core import to_bool
 
 from ansible_collections.gpuserve.sglang.plugins.filter import server_role
@@ -108,9 +108,10 @@ def exec_start(cmdline, config=""):
 
 
 def flags(read, hostvars=None):
-    """{args, argv, cmdline, exec_start, plan, hicache, features, release} of the role's variables as ``read`` gives
-    them (``_server_in``, FEATURE_VARS): the effective flags, SGLang's arguments, the unit's command line without
-    and with ``--config``, the memory plan's inputs (the public fact sglang_plan_inputs) and whether HiCache is on."""
+    """{args, argv, cmdline, exec_start, problem, plan, hicache, features, release} of the role's variables as
+    ``read`` gives them (``_server_in``, FEATURE_VARS): the effective flags, SGLang's arguments, the unit's command
+    line without and with ``--config`` (None, and ``problem`` says why, where a word holds control characters), the
+    memory plan's inputs (the public fact sglang_plan_inputs) and whether HiCache is on."""
     inputs = dict(read("_server_in") or {})
     added = features(read)
     view = hostvars if added is None else _HostView(hostvars, inputs.get("host", ""), {"sglang_server_features": added})
@@ -118,12 +119,19 @@ def flags(read, hostvars=None):
     release = str(inputs.get("release") or "")
     plan = server_role.sglang_plan_inputs(args, release)
     argv = _argv(inputs, args)
-    cmdline = sglang_cmdline(argv, prefix=_prefix(inputs))
+    try:
+        cmdline = sglang_cmdline(argv, prefix=_prefix(inputs))
+        line, problem = exec_start(cmdline, str(inputs.get("config") or "")), ""
+    except AnsibleFilterError as exc:
+        # a word systemd could not read (control characters): no command line; the preflight refuses it naming the
+        # variable (sglang_args' flag), and fails with this where nothing else refused it
+        cmdline, line, problem = None, None, str(exc)
     return {
         "args": args,
         "argv": argv,
         "cmdline": cmdline,
-        "exec_start": exec_start(cmdline, str(inputs.get("config") or "")),
+        "exec_start": line,
+        "problem": problem,
         "plan": plan,
         "hicache": plan["hicache"],
         "features": added,

@@ -161,3 +161,11 @@ def test_a_secret_flag_value_reaches_the_flags_but_not_the_output(tmp_path, monk
     assert rc == 0, out[-3000:]
     assert json.loads(out_file.read_text())["hicache-storage-backend-extra-config"] == value
     assert secret not in out.replace(str(out_file), "")
+
+
+def test_a_flag_value_with_a_newline_still_gives_the_plan_inputs(tmp_path):
+    """The entry point makes no command line of a word with control characters (the preflight refuses it, naming
+    sglang_args' flag: molecule/server's bad input); the plan's inputs are there for the preflight role."""
+    rc, out, inputs = run_flags(tmp_path, [json.dumps({"sglang_args": {"lora-paths": ["x\n", "ExecStartPre=+/bin/sh"]}})])
+    assert rc == 0, out[-3000:]
+    assert inputs["tp"] == 8

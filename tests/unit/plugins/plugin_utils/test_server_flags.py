@@ -256,3 +256,27 @@ def test_the_preflight_returns_the_flags_of_the_host_s_release(monkeypatch):
     assert "--enable-hierarchical-cache" in got["flags"]["exec_start"].split()
     refusals.append("no")
     assert "flags" not in action.run(task_vars=task_vars)
+
+
+def test_a_word_with_a_newline_leaves_the_refusal_to_the_preflight():
+    """molecule/server's bad input 'a flag value with a newline': the entry point still computes the plan's inputs
+    (it raised before the preflight could name the flag); no command line is made of it."""
+    inputs = _inputs(user={"lora-paths": ["x\n", "ExecStartPre=+/bin/sh"]})
+    got = sf.flags(_reader(dict(DEFAULTS, _server_in=inputs)), {})
+    assert got["cmdline"] is None and got["exec_start"] is None and "control characters" in got["problem"]
+    assert got["plan"] == r.sglang_server_plan(inputs, {}) and got["args"]["lora-paths"][0] == "x\n"
+    assert sf.flags(_reader(dict(DEFAULTS, _server_in=_inputs())), {})["problem"] == ""
+
+
+def test_the_preflight_fails_with_the_command_line_s_problem_where_nothing_else_refused(monkeypatch):
+    from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight as p  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(p, "host_read_args", lambda read, hostvars=None: {})
+    monkeypatch.setattr(p, "verdict", lambda read, host, parser=None, hostvars=None, flags=None: {
+        "refusals": [], "notes": [], "account_ok": True, "account_groups": []})
+    action = _action(monkeypatch, {})
+    action._task.args = {"server_preflight": True}
+    action._execute_module = lambda **kwargs: {"sglang_installed": False}
+    action._remove_tmp_path = lambda path: None
+    task_vars = dict(DEFAULTS, _server_in=_inputs(launcher="sglang\n"), sglang_check_args=True, hostvars={})
+    got = action.run(task_vars=task_vars)
+    assert got["failed"] and "control characters" in got["msg"] and "flags" not in got

@@ -86,7 +86,7 @@ def test_the_preflight_records_the_node_only_for_a_server_over_several_hosts(mon
     from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(p, "host_read_args", lambda read, hostvars=None: {})
     monkeypatch.setattr(p, "parser_argv", lambda read, host, hostvars=None, flags=None: None)
-    monkeypatch.setattr(_server_flags, "flags", lambda read, hostvars=None: {"args": {"tp": 2}})
+    monkeypatch.setattr(_server_flags, "flags", lambda read, hostvars=None: {"args": {"tp": 2}, "problem": ""})
     refusals = []
     monkeypatch.setattr(p, "verdict", lambda read, host, parser=None, hostvars=None, flags=None: {
         "refusals": list(refusals), "notes": [], "account_ok": True, "account_groups": []})
