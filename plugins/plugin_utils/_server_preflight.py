@@ -13,6 +13,8 @@ templar resolves them):
   (``sglang_version``'s release: the role's ``_server_host`` is not this run's yet);
 - ``parser_argv``: SGLang's arguments for the installed parser's check, AFTER the host read (the host's release and
   its release-only flags), or None when the check is off or SGLang is not installed;
+- the effective flags and SGLang's arguments come from ``_server_flags.flags`` (computed once after the host read
+  by the action plugin and handed to ``parser_argv`` and ``verdict``, then returned as the host read's ``flags``);
 - ``verdict``: every refusal (one message each; the task fails with them joined by '; ' before the host changes)
   and every note (what the preflight allowed or did not check), AFTER the host read, whether the service account
   is complete (``account_ok``: then the role's install step is skipped as a whole) and the groups it joins
