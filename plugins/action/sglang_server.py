@@ -55,7 +55,7 @@ class ActionModule(ActionBase):
                 args.setdefault(key, value)
             args.update(_server_payload.payload(
                 read, str(args.get("name") or ""), role.get("host"), str(role.get("unit") or ""),
-                str(role.get("launcher") or ""), hostvars=hostvars))
+                str(role.get("launcher") or "")))
         try:
             result.update(self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars))
         finally:

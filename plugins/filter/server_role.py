@@ -2,16 +2,13 @@
 # SPDX-License-Identifier: GPL-3.0-or-later
 # Copyright (c) gpuserve.sglang maintainers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the server role's YAML needs computed, in Python (issue 39: the role's tasks are a table of contents).
+"""The server role's computations in Python, called by the collection's action plugins through plugins/plugin_utils
+(_server_flags.py, _server_preflight.py, _server_payload.py, _server_group.py): the effective flags and command
+line, the memory plan's inputs (sglang_plan_inputs: SGLang's own defaults filling what is not set, the one table
+per release), the preflight's refusals, the files a server reads, the group's verdict (module_utils/_server/group.py).
 
-- sglang_plan_inputs: the memory plan's inputs from the effective flags, SGLang's own defaults filling what is
-  not set (the one table, per release);
-- sglang_server_models: what the model preflight reads (the model, the draft model);
-- sglang_server_refusals: every refusal of the preflight, one message each, in one list (one assert);
-- sglang_group: a group of hosts that moves as one (a server over several hosts): the one verdict function
-  (module_utils/_server/group.py) over every node's registered result of gpuserve.sglang.sglang_server.
-
-Pure functions, no host access (tests/unit/plugins/filter/test_server_role.py).
+Published as filters too; the role-private ones are deprecated (meta/runtime.yml, removal in 3.0.0) and no role or
+playbook calls them. Pure functions, no host access (tests/unit/plugins/filter/test_server_role.py).
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ controller from the role's variables and the preflight's host read, by the actio
 
 The role's task hands the action plugin a handful of options (the unit, the step, the group's verdict) and
 ``role_inputs`` (the host read, the rendered unit, the launcher's text). Everything else is read here, each variable
-once, and derived in Python: the effective flags and the memory plan's inputs after the host read (so the Qwen
-profile's release-only flags are in both the ExecStart and the plan), the environment and secrets files' text, the
+once, and derived in Python: the effective flags, command line and memory plan's inputs are the preflight's, computed
+once for the host's release (``_server_flags``, plugin_utils/_server_flags.py: the Qwen profile's release-only flags
+are in both the ExecStart and the plan), then the environment and secrets files' text, the
 files the server reads, the install record of the venv the unit runs, the answers gate's identity, the record's
 fields. ``payload()`` is a pure function of a variable reader: tests/unit/plugins/plugin_utils/test_server_payload.py.
 """
@@ -36,23 +37,23 @@ ROLE_VARS = (
     "sglang_launcher", "sglang_unit_environment", "sglang_cuda_home", "sglang_venv", "inventory_hostname",
     "sglang_weight_cache", "sglang_weight_cache_service_name", "sglang_weight_cache_timeout",
     # the role's own derived values (roles/server/vars/main.yml), each read once
-    "_server_in", "_server_env",
+    "_server_flags", "_server_env",
 )
 # Read when defined, else this value (set by a play or another role, not by the server role's defaults).
 OPTIONAL_VARS = {"cuda_version": "", "sglang_memory_plan": {}, "rollout_behind_routers": False}
 
 
-def payload(read, name, host, unit_text, launcher_text, hostvars=None):
+def payload(read, name, host, unit_text, launcher_text):
     """The module's options for the unit ``name``: ``read(var)`` gives a role variable's value (ROLE_VARS, and
     OPTIONAL_VARS with their default), ``host`` is the preflight's host read, ``unit_text`` the rendered unit and
     ``launcher_text`` the launcher's source ('' without a launcher script)."""
     v = dict((key, read(key)) for key in ROLE_VARS)
     v.update((key, read(key, default)) for key, default in OPTIONAL_VARS.items())
     host = host if isinstance(host, dict) else {}
-    inputs = dict(v["_server_in"] or {})
-    args = server_role.sglang_server_args(inputs, hostvars)
-    plan = server_role.sglang_plan_inputs(args, inputs.get("release") or "")
-    cmdline = server_role.sglang_server_cmdline(inputs, hostvars)
+    # the flags as the preflight computed them once for the host's release (plugin_utils/_server_flags.py, the
+    # role's _server_flags): never computed again here
+    flags = dict(v["_server_flags"] or {})
+    args, plan, cmdline = dict(flags.get("args") or {}), dict(flags.get("plan") or {}), flags.get("cmdline")
     keys = {"api-key": v["sglang_api_key"], "admin-api-key": v["sglang_admin_api_key"]}
     nvidia_smi = "%s/nvidia-smi" % v["sglang_nvidia_smi_dir"]
     nodes = list(v["sglang_server_nodes"] or [])
@@ -95,7 +96,7 @@ def payload(read, name, host, unit_text, launcher_text, hostvars=None):
         "answers": {"enabled": v["sglang_answers_gate"], "url": v["sglang_answers_url"],
                     "prompts": v["sglang_answers_prompts"], "max_tokens": v["sglang_answers_max_tokens"],
                     "repeat": v["sglang_answers_repeat"], "allowed_mismatches": v["sglang_answers_allowed_mismatches"],
-                    "server_args": args, "host_tier": v["sglang_answers_host_tier"], "hicache": plan["hicache"],
+                    "server_args": args, "host_tier": v["sglang_answers_host_tier"], "hicache": bool(plan.get("hicache")),
                     "evict_tokens": v["sglang_answers_evict_tokens"],
                     "accept_release": v["sglang_answers_accept_release"],
                     "drained": v["rollout_behind_routers"], "state_file": v["sglang_answers_file"],
@@ -105,12 +106,12 @@ def payload(read, name, host, unit_text, launcher_text, hostvars=None):
                    "service": name, "host": v["inventory_hostname"], "change_reason": v["sglang_change_reason"],
                    "profile": v["sglang_profile"], "args": v["sglang_args"], "cmdline": cmdline,
                    "health_url": v["sglang_health_url"], "launcher": v["sglang_launcher"],
-                   "secrets_file": v["sglang_secrets_file"], "secret_keys": inputs.get("secret_keys") or [],
+                   "secrets_file": v["sglang_secrets_file"], "secret_keys": [key for key, value in keys.items() if value],
                    "unit_environment": v["sglang_unit_environment"], "env_file": v["sglang_env_file"],
                    "env": v["_server_env"], "nccl_env_file": v["sglang_nccl_env_file"],
                    "install_record": v["sglang_install_record"], "backup_dir": v["sglang_backup_dir"],
                    "cuda_home": v["sglang_cuda_home"], "cuda_version": v["cuda_version"] or "",
                    "nvidia_smi": nvidia_smi, "memory_plan": v["sglang_memory_plan"] or {},
-                   "hicache_expected": plan["hicache"], "python": host.get("python") or ""},
+                   "hicache_expected": bool(plan.get("hicache")), "python": host.get("python") or ""},
         "venv_link": {"versioned": host.get("versioned_venv") or "", "link": v["sglang_venv"]},
     }

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuserve.sglang.plugins.module_utils._server import entry
-from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_payload
+from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags, _server_payload
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..")
 ROLE = os.path.join(ROOT, "roles", "server")
@@ -61,6 +61,9 @@ def _payload(host=None, **over):
     values = _values(**over)
 
     def read(name, default=None):
+        if name == "_server_flags" and not values.get(name):
+            # the role's _server_flags: the preflight's flags, from the same inputs (plugin_utils/_server_flags.py)
+            return _server_flags.flags(lambda key, fallback=None: values.get(key, fallback))
         if name in values:
             return values[name]
         assert name in _server_payload.OPTIONAL_VARS, name
