@@ -170,3 +170,14 @@ def test_the_weight_cache_daemon_is_the_servers_companion_and_its_load_in_the_ti
     on = _payload(sglang_weight_cache=True, sglang_weight_cache_service_name="sglang-kimi-weight-cache",
                   sglang_weight_cache_timeout=600)
     assert on["companion_units"] == ["sglang-kimi-weight-cache.service"] and on["service"]["timeout"] == 2400
+
+
+def test_the_flags_are_the_preflights_never_computed_again():
+    """The payload takes the effective flags, the plan's HiCache and the command line from _server_flags (computed
+    once by the preflight for the host's release), even where _server_in would give other ones."""
+    flags = {"args": {"tp": 3, "enable-hierarchical-cache": True}, "plan": {"hicache": True, "tp": 3},
+             "cmdline": "/opt/sglang/venv/bin/python -m sglang.launch_server --tp 3 --enable-hierarchical-cache"}
+    payload = _payload(_server_flags=flags)
+    assert payload["record"]["cmdline"] == flags["cmdline"]
+    assert payload["answers"]["server_args"] == flags["args"] and payload["answers"]["hicache"] is True
+    assert payload["record"]["hicache_expected"] is True
