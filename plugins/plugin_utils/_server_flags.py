@@ -10,9 +10,9 @@ Python by the action plugin of gpuserve.sglang.sglang_host_facts, from the role'
 - after it (option ``server_preflight``): the host's release and CPUs (``_server_host``), so the profile's
   release-only flags are in the ExecStart and the plan's inputs alike (the Qwen profile's HiCache from 0.5.23).
 
-``flags()`` is a pure function of a variable reader ``read(name[, default])`` (tests/unit/plugins/plugin_utils/
-test_server_flags.py compares it with the deprecated filters sglang_server_args, sglang_server_cmdline and
-sglang_server_plan, which computed the same through Jinja).
+``flags()`` is a pure function of a variable reader ``read(name[, default])``
+(tests/unit/plugins/plugin_utils/test_server_flags_seam.py compares it with the deprecated filters sglang_server_args,
+sglang_server_cmdline and sglang_server_plan, which computed the same through Jinja).
 """
 
 from __future__ import annotations

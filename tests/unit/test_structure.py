@@ -129,3 +129,15 @@ def test_a_long_expression_in_a_playbook_is_a_miss(tmp_path):
                             "galaxy.yml": long})
     found = CHECK.misses(root, targets={})
     assert [miss.split(":")[0] for miss in found] == ["playbooks/deploy.yml", "restart.yml"]
+
+
+def test_every_test_file_has_a_basename_of_its_own():
+    """pytest imports test files by basename (no packages under tests/): two files of one name stop the whole unit
+    step at collection ("import file mismatch")."""
+    seen = {}
+    for top, dirs, files in os.walk(os.path.join(ROOT, "tests")):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__",)]
+        for name in files:
+            if name.startswith("test_") and name.endswith(".py"):
+                seen.setdefault(name, []).append(os.path.relpath(os.path.join(top, name), ROOT))
+    assert {name: paths for name, paths in seen.items() if len(paths) > 1} == {}
