@@ -4,6 +4,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -20,6 +21,44 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 
 FIXTURES = os.path.join(ROOT, "tests", "fixtures")
+
+# A play that runs the router role's preflight on every inventory host (tests/unit/roles: add the tasks that read
+# what it registered).
+ROUTER_PREFLIGHT_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.include_role:
+        name: gpuserve.sglang.router
+        tasks_from: preflight.yml
+"""
+
+
+def reader(values):
+    """A role-variable reader as the action plugins get one (plugin_utils/_role_vars.py): ``read(name[, default])``
+    over a dict; an undefined name without a default raises KeyError."""
+    def read(name, default=KeyError):
+        if name in values:
+            return values[name]
+        if default is KeyError:
+            raise KeyError(name)
+        return default
+    return read
+
+
+def calls_in_roles_and_playbooks(words):
+    """Every "path: word" where a file under roles/ or playbooks/ names one of ``words`` (a whole word): the scan
+    that a deprecated filter or a removed variable is called nowhere."""
+    found = []
+    for folder in ("roles", "playbooks"):
+        for top, dummy, files in os.walk(os.path.join(ROOT, folder)):
+            for name in files:
+                path = os.path.join(top, name)
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read()
+                found += ["%s: %s" % (os.path.relpath(path, ROOT), word) for word in words
+                          if re.search(r"\b%s\b" % re.escape(word), text)]
+    return found
 
 
 def load_file(name, path):

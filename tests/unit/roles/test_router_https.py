@@ -7,16 +7,9 @@ import json
 
 import pytest
 
-from conftest import batch_key, run_preflight_batch
+from conftest import ROUTER_PREFLIGHT_PLAY, batch_key, run_preflight_batch
 
-PLAY = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - ansible.builtin.include_role:
-        name: gpuserve.sglang.router
-        tasks_from: preflight.yml
-    - ansible.builtin.debug:
+PLAY = ROUTER_PREFLIGHT_PLAY + """    - ansible.builtin.debug:
         msg: PASSED
 """
 WORKERS = {"sglang_router_worker_urls": ["http://10.0.0.1:30000"]}

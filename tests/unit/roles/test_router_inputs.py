@@ -9,16 +9,9 @@ import re
 
 import pytest
 
-from conftest import batch_key, run_play_batch, run_preflight_batch
+from conftest import ROUTER_PREFLIGHT_PLAY, batch_key, run_play_batch, run_preflight_batch
 
-PLAY = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - ansible.builtin.include_role:
-        name: gpuserve.sglang.router
-        tasks_from: preflight.yml
-    - ansible.builtin.debug:
+PLAY = ROUTER_PREFLIGHT_PLAY + """    - ansible.builtin.debug:
         msg: PASSED
 """
 WORKERS = {"sglang_router_worker_urls": ["http://10.0.0.1:30000"]}
@@ -58,14 +51,7 @@ def test_good_inputs_pass(preflight, variables):
 
 # Issue 47: the preflight's one task registers what every later task and template reads (_router_in), computed once
 # by the action plugin of sglang_router_service (router_inputs), no longer by a lazy variable's filter.
-PLAY_INPUTS = """
-- hosts: all
-  gather_facts: false
-  tasks:
-    - ansible.builtin.include_role:
-        name: gpuserve.sglang.router
-        tasks_from: preflight.yml
-    - ansible.builtin.debug:
+PLAY_INPUTS = ROUTER_PREFLIGHT_PLAY + """    - ansible.builtin.debug:
         msg: "INPUTS {{ {'release': _router_in.release, 'url': _router_in.url, 'workers': _router_in.workers,
           'flags': _router_in.flags, 'unit': _router_in.unit, 'env': _router_in.env, 'package': _router_in.gateway.package,
           'venv': _router_in.venv} | to_json }}"

@@ -22,6 +22,8 @@ from ansible_collections.gpuserve.sglang.plugins.filter import sglang_router
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _router_role as rr
 from ansible.plugins.action import ActionBase
 
+from conftest import calls_in_roles_and_playbooks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 ROLE = os.path.join(ROOT, "roles", "router")
 # the router role's filters that are role-private (issue 47): each deprecated, none called by the role
@@ -202,15 +204,7 @@ def test_the_install_steps_python_finds_the_other_gateways_as_the_filter_did():
 
 
 def test_no_role_or_playbook_calls_the_inputs_filter():
-    found = []
-    for top in ("roles", "playbooks"):
-        for base, _dirs, files in os.walk(os.path.join(ROOT, top)):
-            for name in files:
-                if name.endswith((".yml", ".yaml", ".j2")):
-                    with open(os.path.join(base, name), encoding="utf-8") as handle:
-                        if "sglang_router_inputs" in handle.read():
-                            found.append(os.path.relpath(os.path.join(base, name), ROOT))
-    assert found == []
+    assert calls_in_roles_and_playbooks(("sglang_router_inputs",)) == []
 
 
 def test_the_inputs_are_computed_once_by_the_preflights_one_task():

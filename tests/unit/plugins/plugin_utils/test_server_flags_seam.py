@@ -22,7 +22,7 @@ from ansible_collections.gpuserve.sglang.plugins.filter.systemd import sglang_cm
 from ansible_collections.gpuserve.sglang.plugins.module_utils._sglang_releases import RELEASES
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_flags as sf
 
-from conftest import ROOT
+from conftest import ROOT, calls_in_roles_and_playbooks, reader as _reader
 
 ROLE = os.path.join(ROOT, "roles", "server")
 DEPRECATED = ("sglang_server_args", "sglang_server_cmdline", "sglang_server_plan")
@@ -35,16 +35,6 @@ DEFAULTS = {"sglang_weight_cache": False, "sglang_weight_cache_timeout": 1800,
 def _yaml(*parts):
     with open(os.path.join(*parts), encoding="utf-8") as handle:
         return yaml.safe_load(handle)
-
-
-def _reader(values):
-    def read(name, default=KeyError):
-        if name in values:
-            return values[name]
-        if default is KeyError:
-            raise KeyError(name)
-        return default
-    return read
 
 
 def _inputs(**extra):
@@ -127,16 +117,7 @@ def test_the_plan_s_hicache_is_the_execstart_s_on_every_release(profile, release
 
 
 def test_the_roles_and_playbooks_call_none_of_the_deprecated_filters():
-    found = []
-    for folder in ("roles", "playbooks"):
-        for top, dummy, files in os.walk(os.path.join(ROOT, folder)):
-            for name in files:
-                path = os.path.join(top, name)
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read()
-                found += ["%s: %s" % (os.path.relpath(path, ROOT), f) for f in DEPRECATED
-                          if re.search(r"\b%s\b" % f, text)]
-    assert found == []
+    assert calls_in_roles_and_playbooks(DEPRECATED) == []
 
 
 def test_the_unit_template_reads_the_computed_flags_and_calls_no_server_filter():

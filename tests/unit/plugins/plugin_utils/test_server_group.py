@@ -22,7 +22,7 @@ from ansible_collections.gpuserve.sglang.plugins.filter import server_role as r
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_group as g
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_payload
 
-from conftest import ROOT
+from conftest import ROOT, calls_in_roles_and_playbooks
 
 NODES = ["gpu-a1", "gpu-a2", "gpu-a3"]
 PREPARED = {"phase": "prepare", "changed": True, "restart_due": False, "group_state": {"open": {}, "kept_group": ""}}
@@ -98,16 +98,7 @@ def _phase(phase):
 
 # ---- the role calls no sglang_group, and the filter is deprecated -------------------------------------------------
 def test_roles_and_playbooks_call_no_sglang_group():
-    found = []
-    for top in ("roles", "playbooks"):
-        for here, dummy, files in os.walk(os.path.join(ROOT, top)):
-            for name in files:
-                path = os.path.join(here, name)
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read()
-                found += ["%s: %s" % (os.path.relpath(path, ROOT), word)
-                          for word in ("sglang_group", "_server_verdict") if re.search(r"\b%s\b" % word, text)]
-    assert found == []
+    assert calls_in_roles_and_playbooks(("sglang_group", "_server_verdict")) == []
 
 
 def test_the_filter_is_routed_with_a_deprecation_and_its_doc_says_so():

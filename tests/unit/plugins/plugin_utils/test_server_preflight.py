@@ -16,7 +16,7 @@ import yaml
 from ansible_collections.gpuserve.sglang.plugins.filter import server_role as r
 from ansible_collections.gpuserve.sglang.plugins.plugin_utils import _server_preflight as p
 
-from conftest import ROOT
+from conftest import ROOT, reader as _reader
 
 ROLE = os.path.join(ROOT, "roles", "server")
 # The filters the roles no longer call (deprecated in meta/runtime.yml, still published until 3.0.0).
@@ -30,16 +30,6 @@ DEPRECATED = ("sglang_server_models", "sglang_server_argv", "sglang_server_refus
 def _yaml(*parts):
     with open(os.path.join(ROLE, *parts), encoding="utf-8") as handle:
         return yaml.safe_load(handle)
-
-
-def _reader(values):
-    def read(name, default=KeyError):
-        if name in values:
-            return values[name]
-        if default is KeyError:
-            raise KeyError(name)
-        return default
-    return read
 
 
 IN = {"profile": {"tp": 8}, "user": {}, "model_path": "/models/m", "nodes": [], "host": "gpu-a1", "release": "0.5.17",
